@@ -1,0 +1,206 @@
+"""The ``skyrl`` command line. Core commands live here; ``eval``, ``train``, ``serve``, ``bench`` and any
+plugin's commands arrive through the ``register_commands`` hook."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+from typing import Any, Optional
+
+import click
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from . import __version__
+from .errors import SkyrlError
+from .plugins import KINDS, get_plugins
+
+console = Console()
+err_console = Console(stderr=True)
+
+app = typer.Typer(
+    name="skyrl",
+    help="Train and evaluate multi-turn, tool-using LLM agents with reinforcement learning.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    rich_markup_mode=None,
+)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        console.print(f"skyrl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Optional[bool] = typer.Option(None, "--version", callback=_version_callback, is_eager=True,
+                                           help="Print the version and exit."),
+    debug: bool = typer.Option(False, "--debug", help="Show full tracebacks and debug logs."),
+) -> None:
+    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+
+
+# -- skyrl plugins -----------------------------------------------------------------------------------------
+@app.command("plugins")
+def plugins_command(
+    all_: bool = typer.Option(False, "--all", help="Include the built-in default plugins."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON for machines."),
+    hook: Optional[list[str]] = typer.Option(None, "--hook", help="Only plugins implementing this hook."),
+) -> None:
+    """List installed plugins: distribution, version, hooks and what each registered."""
+    plugins = get_plugins()
+    plugins.registry  # build the registry so capabilities are filled in
+    infos = [i for i in plugins.infos.values() if all_ or not i.builtin]
+    if hook:
+        infos = [i for i in infos if set(hook) & set(i.hooks)]
+    if as_json:
+        console.print_json(json.dumps([i.to_json() for i in infos]))
+        return
+    table = Table(title="skyrl plugins" + (" (with built-ins)" if all_ else ""), show_lines=True)
+    for col in ("plugin", "distribution", "version", "registers", "status"):
+        table.add_column(col, overflow="fold")
+    for info in infos:
+        caps = "\n".join(f"{KINDS[k][1]}s: {', '.join(v)}" for k, v in info.capabilities.items() if v)
+        status = f"[red]error: {info.error}[/red]" if info.error else "ok"
+        table.add_row(info.name, info.distribution or "-", info.version or "-", caps or "-", status)
+    if not infos:
+        console.print("No third-party plugins installed. `skyrl plugins --all` shows the built-ins; "
+                      "install one with `pip install plugins/<name>`.")
+        return
+    console.print(table)
+
+
+# -- skyrl tools -------------------------------------------------------------------------------------------
+tools_app = typer.Typer(help="List registered tools, or run one (`skyrl tools run`).", no_args_is_help=False,
+                        invoke_without_command=True, rich_markup_mode=None)
+app.add_typer(tools_app, name="tools")
+
+
+def _params_summary(schema: dict) -> str:
+    props = schema.get("properties", {})
+    required = set(schema.get("required", []))
+    parts = []
+    for name, spec in props.items():
+        kind = spec.get("type", "any")
+        parts.append(f"{name}{'' if name in required else '?'}: {kind if isinstance(kind, str) else '|'.join(kind)}")
+    return ", ".join(parts) or "(none)"
+
+
+@tools_app.callback()
+def tools_list(ctx: typer.Context,
+               as_json: bool = typer.Option(False, "--json", help="Print full schemas as JSON.")) -> None:
+    """List every registered tool with its description and parameters."""
+    if ctx.invoked_subcommand is not None:
+        return
+    regs = get_plugins().registry.items("tools")
+    if as_json:
+        console.print_json(json.dumps([{**r.obj.schema()["function"], "plugin": r.plugin} for r in regs]))
+        return
+    table = Table(title="skyrl tools")
+    for col in ("tool", "plugin", "parameters", "description"):
+        table.add_column(col, overflow="fold")
+    for r in regs:
+        table.add_row(r.name, r.plugin, _params_summary(r.obj.parameters), r.obj.description)
+    console.print(table)
+
+
+@tools_app.command("run")
+def tools_run(
+    name: str = typer.Argument(..., help="Registered tool name."),
+    args: str = typer.Argument("{}", help="Arguments as a JSON object."),
+    workspace: Optional[str] = typer.Option(None, "--workspace", help="Directory the tool acts in (used in place)."),
+    runtime: str = typer.Option("sandbox", "--runtime", help="Runtime kind (see `skyrl plugins --all`)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the ToolResult as JSON."),
+) -> None:
+    """Run one tool once, outside the agent loop, and print its result."""
+    from .runtime import RuntimeSpec
+    from .tools import ToolContext
+
+    registry = get_plugins().registry
+    tool = registry.get("tools", name)
+    try:
+        parsed = json.loads(args)
+    except json.JSONDecodeError as exc:
+        raise SkyrlError(f"tool arguments must be a JSON object: {exc}; e.g. {tool.example_call()}") from None
+    runtime_cls = registry.get("runtimes", runtime)
+    spec = RuntimeSpec(type=runtime, workspace=workspace)
+
+    async def go():
+        rt = runtime_cls(spec)
+        await rt.start()
+        try:
+            return await tool.call(parsed, ToolContext(runtime=rt))
+        finally:
+            await rt.close()
+
+    result = asyncio.run(go())
+    if as_json:
+        console.print_json(json.dumps({"output": result.output, "error": result.error, "finish": result.finish,
+                                       "answer": result.answer, "metadata": result.metadata}, default=str))
+        return
+    console.print(result.output, markup=False, highlight=False)
+    if result.finish:
+        console.print(f"[bold]finish[/bold] answer={result.answer!r}")
+    if result.error:
+        raise typer.Exit(1)
+
+
+# -- skyrl tasks -------------------------------------------------------------------------------------------
+@app.command("tasks")
+def tasks_command(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """List registered tasks with their tools, runtime, verifier and instruction builder."""
+    regs = get_plugins().registry.items("tasks")
+    rows = [{"name": r.name, "plugin": r.plugin, "description": r.obj.description, "tools": list(r.obj.tools),
+             "runtime": r.obj.runtime, "verifier": r.obj.verifier,
+             "instruction_builder": r.obj.instruction_builder} for r in regs]
+    if as_json:
+        console.print_json(json.dumps(rows))
+        return
+    table = Table(title="skyrl tasks")
+    for col in ("task", "plugin", "tools", "runtime", "verifier", "description"):
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        table.add_row(row["name"], row["plugin"], ", ".join(row["tools"]), row["runtime"], row["verifier"],
+                      row["description"])
+    console.print(table)
+
+
+# -- entry point -------------------------------------------------------------------------------------------
+def build_cli() -> click.Group:
+    """The click group: core commands plus every command registered through ``register_commands``."""
+    group = typer.main.get_command(app)
+    for reg in get_plugins().registry.items("commands"):
+        obj = reg.obj
+        if isinstance(obj, typer.Typer):
+            obj = typer.main.get_command(obj)
+        if not isinstance(obj, click.Command):
+            raise SkyrlError(f"plugin '{reg.plugin}' registered command '{reg.name}' that is neither a click "
+                             f"command nor a typer app")
+        group.add_command(obj, reg.name)
+    return group
+
+
+def main(argv: list[str] | None = None) -> Any:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    try:
+        return build_cli().main(args=argv, prog_name="skyrl", standalone_mode=True)
+    except SkyrlError as exc:
+        if debug:
+            raise
+        err_console.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        sys.exit(130)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,403 @@
+"""Typed run configuration: YAML -> attrs classes, with ``${ENV}`` interpolation and ``key.sub=value`` overrides.
+
+Unknown keys and wrong types raise ConfigError naming the key path and what is allowed. Pluggable sections
+(``engine``, ``dispatcher``, ``backend``, a task's ``runtime``) select a registered component by ``type``;
+settings only a plugin understands go under that section's ``options``. Assigning a plain word to such a
+section sets its type: ``backend=verl`` is ``backend.type=verl``. Where one task is configured, ``data.*``
+addresses that task's data (``data.limit=4`` is ``tasks.0.data.limit=4``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import typing
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+import cattrs
+import yaml
+
+from .errors import ConfigError
+from .runtime import RuntimeSpec
+from .tasks import DataSpec
+
+
+@attrs.define
+class HintsConfig:
+    """Hints the agent loop adds to observations. ``repeated_action``: warn after N identical calls (0 = off)."""
+
+    turns_left: bool = True
+    context_almost_full: bool = True
+    context_warn_fraction: float = 0.85
+    repeated_action: int = 3
+    failed_edit: bool = True
+
+
+@attrs.define
+class AgentConfig:
+    """The agent loop. ``max_context_tokens`` bounds prompt + generation in tokens; ``on_no_tool_call`` is
+    ``stop`` (end the trajectory, reason ``no_tool_call``) or ``nudge`` (remind the model and continue);
+    ``tool_timeout_s`` bounds one tool call in seconds; ``parser`` names a registered tool-call parser."""
+
+    max_turns: int = 8
+    max_context_tokens: int = 4096
+    on_no_tool_call: Literal["stop", "nudge"] = "stop"
+    max_nudges: int = 2
+    tool_timeout_s: float = 30.0
+    parser: str = "hermes"
+    system_prompt: str | None = None
+    keep_thinking: bool = False
+    hints: HintsConfig = attrs.Factory(HintsConfig)
+
+
+@attrs.define
+class SamplingConfig:
+    """Sampling for rollouts. ``max_tokens`` per LLM call; ``n_samples`` rollouts per instance (a group)."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    max_tokens: int = 512
+    n_samples: int = 4
+    seed: int | None = None
+
+
+@attrs.define
+class EngineConfig:
+    """Inference engine. ``type``: hf | openai | vllm | a plugin's. ``max_batch``: requests decoded together;
+    ``device``: auto | cpu | cuda; ``base_url``/``api_key``/``served_model``: for openai; ``timeout_s`` per call."""
+
+    type: str = "hf"
+    max_batch: int = 16
+    device: str = "auto"
+    dtype: str = "auto"
+    base_url: str | None = None
+    api_key: str | None = None
+    served_model: str | None = None
+    timeout_s: float = 300.0
+    options: dict[str, Any] = attrs.Factory(dict)
+
+
+@attrs.define
+class DispatcherConfig:
+    """Rollout scheduling (see docs/dispatchers.md). Timeouts in seconds (None: no limit); ``deadline_s`` bounds
+    a whole batch. ``*_workers`` and ``queue_capacity`` size the pipeline; ``auto`` admits new inits from engine
+    feedback; ``max_runtimes`` caps runtimes alive at once."""
+
+    type: str = "async_pipeline"
+    max_parallel_agents: int = 16
+    init_workers: int | None = None
+    run_workers: int | None = None
+    eval_workers: int | None = None
+    queue_capacity: int | None = None
+    auto: bool = False
+    max_runtimes: int | None = None
+    init_timeout_s: float | None = 600.0
+    run_timeout_s: float | None = 3600.0
+    eval_timeout_s: float | None = 600.0
+    deadline_s: float | None = None
+    options: dict[str, Any] = attrs.Factory(dict)
+
+
+@attrs.define
+class LoraConfig:
+    """LoRA adapters through peft: rank ``r``, ``alpha``, ``dropout``, ``target_modules``."""
+
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.0
+    target_modules: list[str] = attrs.Factory(lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+
+
+@attrs.define
+class BackendConfig:
+    """Training backend. ``type``: local | a bridge plugin's (verl, tinker, skyrl_train). ``advantage``: rloo
+    (default, Ahmadian et al. 2024), grpo, none. ``clip`` is PPO's epsilon; ``kl_coef``/``entropy_coef`` 0 by
+    default; ``tis_cap`` enables truncated importance sampling (Yao et al. 2025) with that cap;
+    ``micro_batch_tokens`` bounds tokens per forward/backward (gradient accumulation)."""
+
+    type: str = "local"
+    lr: float = 1.0e-6
+    advantage: Literal["rloo", "grpo", "none"] = "rloo"
+    std_normalize: bool = False
+    clip: float = 0.2
+    clip_high: float | None = None
+    kl_coef: float = 0.0
+    entropy_coef: float = 0.0
+    tis_cap: float | None = None
+    mini_batches: int = 1
+    micro_batch_tokens: int = 4096
+    max_grad_norm: float = 1.0
+    weight_decay: float = 0.0
+    betas: list[float] = attrs.Factory(lambda: [0.9, 0.999])
+    bf16: Literal["auto", "on", "off"] = "auto"
+    gradient_checkpointing: bool = False
+    lora: LoraConfig | None = None
+    options: dict[str, Any] = attrs.Factory(dict)
+
+
+@attrs.define
+class TaskConfig:
+    """One task in the run. ``name`` is a registered task; ``data``/``eval_data`` select instances;
+    ``tools``, ``runtime``, ``verifier`` and ``instruction_builder`` override the task's defaults."""
+
+    name: str
+    data: DataSpec = attrs.Factory(DataSpec)
+    eval_data: DataSpec | None = None
+    tools: list[str] | None = None
+    runtime: RuntimeSpec | None = None
+    verifier: str | None = None
+    instruction_builder: str | None = None
+
+
+@attrs.define
+class TrainConfig:
+    """Training loop. ``batch_size``: instances per step (each sampled ``sampling.n_samples`` times);
+    ``eval_every``/``checkpoint_every`` in steps (0 = never); ``max_bad_steps``: stop after this many NaN
+    steps in a row."""
+
+    steps: int = 20
+    batch_size: int = 4
+    eval_every: int = 5
+    checkpoint_every: int = 5
+    eval_at_start: bool = True
+    eval_temperature: float = 0.0
+    max_bad_steps: int = 3
+    keep_checkpoints: int = 2
+    seed: int = 0
+
+
+@attrs.define
+class LoggingConfig:
+    """Where metrics go: jsonl always; TensorBoard and Weights & Biases when enabled."""
+
+    jsonl: bool = True
+    tensorboard: bool = False
+    wandb: bool = False
+    wandb_project: str = "skyrl"
+    trajectories_html: int = 8
+
+
+@attrs.define
+class Config:
+    """A whole run. ``model``: ``smollm2-135m-instruct`` (bundled), a local HF directory, or a served name."""
+
+    model: str = "smollm2-135m-instruct"
+    engine: EngineConfig = attrs.Factory(EngineConfig)
+    tasks: list[TaskConfig] = attrs.Factory(lambda: [TaskConfig(name="gsm8k")])
+    agent: AgentConfig = attrs.Factory(AgentConfig)
+    sampling: SamplingConfig = attrs.Factory(SamplingConfig)
+    dispatcher: DispatcherConfig = attrs.Factory(DispatcherConfig)
+    backend: BackendConfig = attrs.Factory(BackendConfig)
+    train: TrainConfig = attrs.Factory(TrainConfig)
+    logging: LoggingConfig = attrs.Factory(LoggingConfig)
+    seed: int = 0
+
+    def to_dict(self) -> dict:
+        return _converter.unstructure(self)
+
+
+# Sections whose plain-word assignment sets their ``type``.
+TYPED_SECTIONS = {"engine", "dispatcher", "backend", "runtime"}
+
+_converter = cattrs.Converter(forbid_extra_keys=True)
+_converter.register_structure_hook(tuple, lambda v, t: tuple(v))
+_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def _strip_optional(tp: Any) -> Any:
+    args = typing.get_args(tp)
+    if args and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) == 1:
+            return rest[0]
+    return tp
+
+
+def _check_keys(cls: type, data: Any, path: str) -> None:
+    """Raise ConfigError for the first unknown key, naming its path and the valid keys (with a suggestion)."""
+    if not attrs.has(cls) or not isinstance(data, dict):
+        return
+    fields = {f.name: f for f in attrs.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    for key, value in data.items():
+        where = f"{path}.{key}" if path else str(key)
+        if key not in fields:
+            close = difflib.get_close_matches(str(key), fields, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ConfigError(f"unknown config key '{where}'{hint}; valid keys{' in ' + repr(path) if path else ''}: "
+                              f"{', '.join(sorted(fields))}")
+        tp = _strip_optional(hints[key])
+        origin = typing.get_origin(tp)
+        if attrs.has(tp):
+            _check_keys(tp, value, where)
+        elif origin is list and isinstance(value, list):
+            (item,) = typing.get_args(tp) or (Any,)
+            for i, v in enumerate(value):
+                _check_keys(_strip_optional(item), v, f"{where}.{i}")
+
+
+def interpolate_env(data: Any, path: str = "") -> Any:
+    """Replace ``${VAR}`` / ``${VAR:-default}`` in strings; a missing variable is a ConfigError naming the key."""
+    if isinstance(data, dict):
+        return {k: interpolate_env(v, f"{path}.{k}" if path else str(k)) for k, v in data.items()}
+    if isinstance(data, list):
+        return [interpolate_env(v, f"{path}.{i}") for i, v in enumerate(data)]
+    if isinstance(data, str):
+        def sub(m: re.Match) -> str:
+            value = os.environ.get(m.group(1))
+            if value is None:
+                if m.group(2) is not None:
+                    return m.group(2)
+                raise ConfigError(f"config key '{path}' uses ${{{m.group(1)}}} but the environment variable "
+                                  f"{m.group(1)} is not set (write ${{{m.group(1)}:-default}} for a default)")
+            return value
+
+        return _ENV.sub(sub, data)
+    return data
+
+
+def apply_override(data: dict, override: str) -> None:
+    """Apply one ``key.sub=value`` override in place; the value is parsed as YAML (``4``, ``true``, ``[a, b]``)."""
+    if "=" not in override:
+        raise ConfigError(f"override '{override}' is not of the form key.sub=value (e.g. train.steps=1)")
+    key, raw = override.split("=", 1)
+    key = key.strip()
+    if not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"override '{override}': empty key segment in '{key}'")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"override '{override}': value is not valid YAML: {exc}") from None
+    parts = key.split(".")
+    if parts[0] == "data" or parts[0] == "eval_data":
+        tasks = data.setdefault("tasks", [{"name": "gsm8k"}])
+        if len(tasks) != 1:
+            raise ConfigError(f"override '{override}': '{parts[0]}.*' is ambiguous with {len(tasks)} tasks; "
+                              f"write tasks.N.{key}")
+        parts = ["tasks", "0"] + parts
+    node: Any = data
+    for i, part in enumerate(parts[:-1]):
+        here = ".".join(parts[: i + 1])
+        if isinstance(node, list):
+            if not part.isdigit() or int(part) >= len(node):
+                raise ConfigError(f"override '{override}': '{here}' needs an index below {len(node)}")
+            node = node[int(part)]
+            continue
+        nxt = node.get(part)
+        if nxt is None:
+            nxt = node[part] = {}
+        elif isinstance(nxt, str) and part in TYPED_SECTIONS:
+            nxt = node[part] = {"type": nxt}
+        elif not isinstance(nxt, (dict, list)):
+            raise ConfigError(f"override '{override}': '{here}' is a value ({nxt!r}), not a section")
+        node = nxt
+    last = parts[-1]
+    if isinstance(node, list):
+        if not last.isdigit() or int(last) >= len(node):
+            raise ConfigError(f"override '{override}': index '{last}' out of range (0..{len(node) - 1})")
+        node[int(last)] = value
+    elif last in TYPED_SECTIONS and isinstance(value, str):
+        existing = node.get(last)
+        node[last] = {**existing, "type": value} if isinstance(existing, dict) else {"type": value}
+    else:
+        node[last] = value
+
+
+def _normalise(data: dict) -> dict:
+    """Accept shorthand: ``engine: hf`` for ``engine: {type: hf}``; ``tasks: [gsm8k]`` for ``[{name: gsm8k}]``."""
+    for key in ("engine", "dispatcher", "backend"):
+        if isinstance(data.get(key), str):
+            data[key] = {"type": data[key]}
+    if isinstance(data.get("tasks"), list):
+        data["tasks"] = [{"name": t} if isinstance(t, str) else t for t in data["tasks"]]
+        for t in data["tasks"]:
+            if isinstance(t, dict) and isinstance(t.get("runtime"), str):
+                t["runtime"] = {"type": t["runtime"]}
+    return data
+
+
+def _describe(exc: BaseException, tp: Any) -> str:
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) is Literal or (args and all(isinstance(a, str) for a in args)):
+        return f"must be one of {', '.join(map(str, args))}"
+    name = getattr(_strip_optional(tp), "__name__", str(tp))
+    if isinstance(exc, (ValueError, TypeError)):
+        return f"expected {name}: {exc}" if "literal" not in str(exc) else f"invalid value: {exc}"
+    if isinstance(exc, KeyError):
+        return f"required key {exc} is missing"
+    return f"invalid value ({type(exc).__name__}: {exc}), expected {name}"
+
+
+def _format_cattrs_error(exc: Exception) -> str:
+    messages = cattrs.transform_error(exc, path="", format_exception=_describe)
+    out = []
+    for msg in messages:
+        text, _, where = msg.rpartition(" @ ")
+        where = where.lstrip(".").replace("[", ".").replace("]", "").replace("'", "")
+        out.append(f"config key '{where}': {text}")
+    return "; ".join(out)
+
+
+def config_from_dict(data: dict) -> Config:
+    """Build a Config from plain data, raising ConfigError with key paths for any problem."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"a config must be a mapping of keys to values, got {type(data).__name__}")
+    data = _normalise(interpolate_env(data))
+    _check_keys(Config, data, "")
+    try:
+        config = _converter.structure(data, Config)
+    except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
+        if isinstance(exc, cattrs.BaseValidationError):
+            raise ConfigError(_format_cattrs_error(exc)) from None
+        raise ConfigError(f"invalid config: {exc}") from None
+    validate_values(config)
+    return config
+
+
+def validate_values(config: Config) -> None:
+    """Range checks the types cannot express."""
+    checks = [
+        ("agent.max_turns", config.agent.max_turns >= 1, "at least 1"),
+        ("agent.max_context_tokens", config.agent.max_context_tokens >= 16, "at least 16 tokens"),
+        ("sampling.n_samples", config.sampling.n_samples >= 1, "at least 1"),
+        ("sampling.max_tokens", config.sampling.max_tokens >= 1, "at least 1"),
+        ("sampling.temperature", config.sampling.temperature >= 0, "0 (greedy) or more"),
+        ("dispatcher.max_parallel_agents", config.dispatcher.max_parallel_agents >= 1, "at least 1"),
+        ("engine.max_batch", config.engine.max_batch >= 1, "at least 1"),
+        ("train.steps", config.train.steps >= 0, "0 or more"),
+        ("train.batch_size", config.train.batch_size >= 1, "at least 1"),
+        ("backend.lr", config.backend.lr > 0, "a positive number"),
+        ("backend.clip", config.backend.clip > 0, "a positive number"),
+        ("tasks", len(config.tasks) >= 1, "a list with at least one task"),
+    ]
+    for key, ok, valid in checks:
+        if not ok:
+            raise ConfigError(f"config key '{key}' must be {valid}")
+
+
+def load_config(path: str | os.PathLike | None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """Read a YAML config (or the built-in defaults when ``path`` is None) and apply overrides."""
+    data: Any = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file '{path}' does not exist")
+        try:
+            data = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file '{path}' is not valid YAML: {exc}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"config file '{path}' must hold a mapping at the top level")
+    data = _normalise(data)
+    data.setdefault("tasks", [{"name": "gsm8k"}])
+    for override in overrides:
+        apply_override(data, override)
+    return config_from_dict(data)
+
+
+def config_to_yaml(config: Config) -> str:
+    return yaml.safe_dump(config.to_dict(), sort_keys=False)

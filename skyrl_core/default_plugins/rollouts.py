@@ -1,0 +1,1 @@
+"""Built-in plugin module (filled in by its owner)."""

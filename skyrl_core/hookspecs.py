@@ -1,0 +1,56 @@
+"""Every skyrl hook. Each receives a ``register`` callback: ``register(obj, name=None)``."""
+
+import pluggy
+
+hookspec = pluggy.HookspecMarker("skyrl")
+hookimpl = pluggy.HookimplMarker("skyrl")
+
+
+@hookspec
+def register_tools(register):
+    """Register Tool instances (name from ``tool.name``)."""
+
+
+@hookspec
+def register_instruction_builders(register):
+    """Register instruction builders: ``(instance, task) -> list[message]``."""
+
+
+@hookspec
+def register_verifiers(register):
+    """Register verifiers: ``async (trajectory, ctx) -> VerifierResult``."""
+
+
+@hookspec
+def register_tasks(register):
+    """Register Task definitions (data loader, instruction builder, tools, runtime, verifier)."""
+
+
+@hookspec
+def register_dispatchers(register):
+    """Register dispatcher classes that schedule init / run / eval stages of trajectories."""
+
+
+@hookspec
+def register_inference_engines(register):
+    """Register inference-engine factories: ``(EngineSpec) -> Engine``."""
+
+
+@hookspec
+def register_runtimes(register):
+    """Register runtime classes that host a trajectory's environment (sandbox, container, ...)."""
+
+
+@hookspec
+def register_backends(register):
+    """Register training-backend bridges: ``(BackendSpec, ...) -> Backend``."""
+
+
+@hookspec
+def register_parsers(register):
+    """Register tool-call parsers that turn generated text into tool calls."""
+
+
+@hookspec
+def register_commands(register):
+    """Register CLI subcommands: a click command or a typer app, named by ``name``."""

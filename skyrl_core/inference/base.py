@@ -1,0 +1,114 @@
+"""The one async engine interface: ``generate(input_ids, sampling) -> GenerationOutput``."""
+
+from __future__ import annotations
+
+import abc
+import time
+from typing import Any
+
+import attrs
+
+
+@attrs.define(frozen=True)
+class SamplingParams:
+    """Sampling settings for one call. ``max_tokens`` counts generated tokens; ``temperature`` 0 is greedy;
+    ``stop`` strings end generation (the stop text is kept in the output); ``seed`` makes sampling reproducible
+    where the engine supports it."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    max_tokens: int = 512
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    logprobs: bool = True
+
+
+@attrs.define
+class GenerationOutput:
+    """``output_ids`` [gen_len] token ids as generated; ``output_logprobs`` [gen_len] or None;
+    ``finish_reason`` ``stop`` (EOS or stop string), ``length`` (max_tokens or context) or ``abort``."""
+
+    output_ids: list[int]
+    output_logprobs: list[float] | None
+    finish_reason: str
+    text: str | None = None
+
+
+@attrs.define
+class EngineStats:
+    """Live load figures a dispatcher reads: requests in flight and queued, and the engine's batch capacity.
+
+    ``busy_s`` accumulates seconds with at least one request in flight; ``occupancy_integral`` accumulates
+    (requests in flight / capacity) x seconds, so ``occupancy_integral / wall`` is the mean batch occupancy.
+    """
+
+    capacity: int = 1
+    in_flight: int = 0
+    queued: int = 0
+    requests: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    busy_s: float = 0.0
+    occupancy_integral: float = 0.0
+    _last: float = attrs.field(factory=time.perf_counter, repr=False)
+
+    def _tick(self, now: float | None = None) -> None:
+        now = time.perf_counter() if now is None else now
+        dt = now - self._last
+        if self.in_flight > 0:
+            self.busy_s += dt
+            self.occupancy_integral += dt * min(self.in_flight, self.capacity) / max(self.capacity, 1)
+        self._last = now
+
+    def started(self, n_in: int) -> None:
+        self._tick()
+        self.in_flight += 1
+        self.requests += 1
+        self.tokens_in += n_in
+
+    def finished(self, n_out: int) -> None:
+        self._tick()
+        self.in_flight -= 1
+        self.tokens_out += n_out
+
+    @property
+    def spare_capacity(self) -> int:
+        return max(self.capacity - self.in_flight - self.queued, 0)
+
+    def snapshot(self) -> dict[str, float]:
+        self._tick()
+        return {"capacity": self.capacity, "in_flight": self.in_flight, "queued": self.queued,
+                "requests": self.requests, "tokens_in": self.tokens_in, "tokens_out": self.tokens_out,
+                "busy_s": self.busy_s, "occupancy_integral": self.occupancy_integral}
+
+
+class Engine(abc.ABC):
+    """An inference engine. Subclasses implement ``generate`` and expose a ``tokenizer`` (a transformers
+    tokenizer with a chat template) and live ``stats``.
+
+    ``max_context`` is the model's context window in tokens. ``update_weights(state_dict)`` loads new policy
+    weights (called by a trainer after each step; in-process engines may share the module instead).
+    """
+
+    name: str = "engine"
+    tokenizer: Any
+    max_context: int = 2048
+
+    def __init__(self) -> None:
+        self.stats = EngineStats()
+
+    @abc.abstractmethod
+    async def generate(self, input_ids: list[int], sampling: SamplingParams) -> GenerationOutput:
+        """Generate a continuation of ``input_ids`` [prompt_len]. Raises on engine failure (the agent loop
+        turns that into a named finish reason)."""
+
+    async def update_weights(self, state_dict: dict[str, Any]) -> None:
+        """Load new policy weights. Engines that cannot receive weights raise SkyrlError naming themselves."""
+        from ..errors import SkyrlError
+
+        raise SkyrlError(f"engine '{self.name}' cannot receive new weights; use an engine with a weight-update "
+                         f"path (hf shares the trainer's module, openai/vllm reload from a checkpoint dir)")
+
+    async def close(self) -> None:
+        """Release resources (threads, servers, GPU memory). Safe to call twice."""

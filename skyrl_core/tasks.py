@@ -1,0 +1,84 @@
+"""Tasks: a dataset loader bound to an instruction builder, tool names, a runtime and a verifier."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Awaitable, Callable
+
+import attrs
+
+
+@attrs.define(frozen=True)
+class Instance:
+    """One dataset row: a stable ``id`` and the task-specific fields in ``data``."""
+
+    id: str
+    data: dict[str, Any]
+
+
+@attrs.define
+class VerifierResult:
+    """A verifier's verdict: ``reward`` (a float, usually 0 or 1) and per-trajectory ``metrics``."""
+
+    reward: float
+    metrics: dict[str, Any] = attrs.Factory(dict)
+
+
+@attrs.define(frozen=True)
+class DataSpec:
+    """Which instances to load. ``path`` (file or dir) or ``name`` (a datasets name); ``split``; ``limit``
+    and ``offset`` select a slice after optional ``shuffle`` with ``seed``; ``options`` go to the loader."""
+
+    path: str | None = None
+    name: str | None = None
+    split: str = "test"
+    limit: int | None = None
+    offset: int = 0
+    shuffle: bool = False
+    seed: int = 0
+    options: dict[str, Any] = attrs.Factory(dict)
+
+
+Loader = Callable[[DataSpec], list[Instance]]
+InstructionBuilder = Callable[[Instance, "Task"], list[dict]]
+Verifier = Callable[[Any, Any, Instance], "Awaitable[VerifierResult | float] | VerifierResult | float"]
+
+
+@attrs.define(frozen=True)
+class Task:
+    """A task definition, registered through ``register_tasks``.
+
+    ``load(spec) -> list[Instance]`` reads the data; ``instruction_builder``, ``verifier`` and ``runtime`` name
+    registered components; ``tools`` names registered tools. A config may override each of these per task.
+    """
+
+    name: str
+    description: str
+    load: Loader
+    instruction_builder: str
+    tools: tuple[str, ...]
+    verifier: str
+    runtime: str = "sandbox"
+    default_data: DataSpec = DataSpec()
+
+    def select(self, spec: DataSpec) -> list[Instance]:
+        """Load and slice the instances as ``spec`` says (shuffle with seed, then offset and limit)."""
+        instances = list(self.load(spec))
+        if spec.shuffle:
+            import random
+
+            random.Random(spec.seed).shuffle(instances)
+        end = None if spec.limit is None else spec.offset + spec.limit
+        return instances[spec.offset:end]
+
+
+async def run_verifier(verifier: Verifier, trajectory: Any, runtime: Any, instance: Instance) -> VerifierResult:
+    """Call a sync or async verifier and normalise its answer to a VerifierResult."""
+    result = verifier(trajectory, runtime, instance)
+    if inspect.isawaitable(result):
+        result = await result
+    if isinstance(result, (int, float)):
+        return VerifierResult(reward=float(result))
+    if not isinstance(result, VerifierResult):
+        raise TypeError(f"verifier returned {type(result).__name__}; expected VerifierResult or a number")
+    return result
