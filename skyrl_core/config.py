@@ -326,7 +326,7 @@ def _describe(exc: BaseException, tp: Any) -> str:
         return f"must be one of {', '.join(map(str, args))}"
     name = getattr(_strip_optional(tp), "__name__", str(tp))
     if isinstance(exc, (ValueError, TypeError)):
-        return f"expected {name}: {exc}" if "literal" not in str(exc) else f"invalid value: {exc}"
+        return f"expected {name}"
     if isinstance(exc, KeyError):
         return f"required key {exc} is missing"
     return f"invalid value ({type(exc).__name__}: {exc}), expected {name}"

@@ -117,27 +117,33 @@ def truncate_output(text: str, limit: int) -> tuple[str, bool]:
             f"{text[len(text) - tail:]}"), True
 
 
-async def _read_capped(stream: asyncio.StreamReader, limit_bytes: int) -> tuple[bytes, int]:
-    """Read a stream to EOF keeping at most ``limit_bytes`` of head and the same of tail; return total size."""
-    head = bytearray()
-    tail = bytearray()
-    total = 0
-    while True:
-        chunk = await stream.read(65536)
-        if not chunk:
-            break
-        total += len(chunk)
-        if len(head) < limit_bytes:
-            take = limit_bytes - len(head)
-            head += chunk[:take]
-            chunk = chunk[take:]
-        if chunk:
-            tail += chunk
-            if len(tail) > limit_bytes:
-                del tail[: len(tail) - limit_bytes]
-    if total > len(head) + len(tail):
-        return bytes(head) + b"\n" + bytes(tail), total
-    return bytes(head) + bytes(tail), total
+class _CappedBuffer:
+    """Collects a stream keeping at most ``limit_bytes`` of head and of tail, so a 10 MB print costs little."""
+
+    def __init__(self, limit_bytes: int) -> None:
+        self.limit = limit_bytes
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    async def drain(self, stream: asyncio.StreamReader) -> None:
+        while True:
+            chunk = await stream.read(65536)
+            if not chunk:
+                return
+            self.total += len(chunk)
+            if len(self.head) < self.limit:
+                take = self.limit - len(self.head)
+                self.head += chunk[:take]
+                chunk = chunk[take:]
+            if chunk:
+                self.tail += chunk
+                if len(self.tail) > self.limit:
+                    del self.tail[: len(self.tail) - self.limit]
+
+    def text(self) -> str:
+        sep = b"\n" if self.total > len(self.head) + len(self.tail) else b""
+        return (bytes(self.head) + sep + bytes(self.tail)).decode("utf-8", errors="replace")
 
 
 class LocalSandbox(Runtime):
@@ -149,7 +155,7 @@ class LocalSandbox(Runtime):
         super().__init__(spec, **kwargs)
         self.bwrap = shutil.which("bwrap")
         self.isolation = "bubblewrap" if self.bwrap else "none"
-        self._procs: set[asyncio.subprocess.Process] = set()
+        self._groups: set[int] = set()
         self._tmp: str | None = None
 
     async def start(self) -> None:
@@ -202,33 +208,31 @@ class LocalSandbox(Runtime):
             stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
             start_new_session=True, preexec_fn=self._limits)
-        self._procs.add(proc)
+        # the command's process group outlives it when it leaves background processes; they are killed at close()
+        self._groups.add(proc.pid)
         limit = self.spec.max_output_chars
-        reader = asyncio.ensure_future(_read_capped(proc.stdout, limit * 4))
+        buffer = _CappedBuffer(limit * 4)
+        reader = asyncio.ensure_future(buffer.drain(proc.stdout))
         timed_out = False
         try:
             if stdin is not None:
                 proc.stdin.write(stdin.encode())
                 await proc.stdin.drain()
                 proc.stdin.close()
-            await asyncio.wait_for(proc.wait(), timeout_s)
-        except asyncio.TimeoutError:
-            timed_out = True
-            _kill_group(proc)
-            await proc.wait()
+            timed_out = not await _wait_exit(proc, timeout_s)
+            if timed_out:
+                _kill_group(proc.pid)
+                await _wait_exit(proc, None)
         except BaseException:
-            _kill_group(proc)
-            raise
-        finally:
-            self._procs.discard(proc)
-        try:
-            raw, _total = await asyncio.wait_for(reader, 5.0)
-        except asyncio.TimeoutError:  # a grandchild kept the pipe open
+            _kill_group(proc.pid)
             reader.cancel()
-            raw = b""
-        # the command's group may have left background processes: end them with the command
-        _kill_group(proc)
-        text, truncated = truncate_output(raw.decode("utf-8", errors="replace"), limit)
+            raise
+        # Process exit does not mean EOF: a background child may hold the pipe. Take what came, briefly.
+        try:
+            await asyncio.wait_for(asyncio.shield(reader), 0.5)
+        except asyncio.TimeoutError:
+            reader.cancel()
+        text, truncated = truncate_output(buffer.text(), limit)
         if timed_out:
             text += f"\n[command timed out after {timeout_s:g} s and was killed]"
         return ExecResult(exit_code=None if timed_out else proc.returncode, output=text, timed_out=timed_out,
@@ -238,17 +242,32 @@ class LocalSandbox(Runtime):
         if self.closed:
             return
         self.closed = True
-        for proc in list(self._procs):
-            _kill_group(proc)
+        for pgid in list(self._groups):
+            _kill_group(pgid)
+        self._groups.clear()
         if self._tmp:
             await asyncio.to_thread(shutil.rmtree, self._tmp, True)
 
 
-def _kill_group(proc: asyncio.subprocess.Process) -> None:
+def _kill_group(pgid: int) -> None:
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+async def _wait_exit(proc: asyncio.subprocess.Process, timeout_s: float | None) -> bool:
+    """Wait until the process has exited (not until its pipes close); False on timeout. Polls ``returncode``
+    because ``Process.wait`` also waits for every pipe holder, which a background child can keep open forever."""
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout_s is None else loop.time() + timeout_s
+    delay = 0.001
+    while proc.returncode is None:
+        if deadline is not None and loop.time() >= deadline:
+            return False
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.05)
+    return True
 
 
 class LocalRuntime(LocalSandbox):

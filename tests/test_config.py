@@ -1,0 +1,109 @@
+"""Config: YAML -> typed config; unknown keys, wrong types, env interpolation, overrides."""
+
+from __future__ import annotations
+
+import pytest
+
+from skyrl_core.config import Config, apply_override, config_from_dict, load_config
+from skyrl_core.errors import ConfigError
+
+
+def write(tmp_path, text: str):
+    path = tmp_path / "cfg.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_defaults_are_the_cpu_quickstart_shape():
+    cfg = load_config(None)
+    assert isinstance(cfg, Config)
+    assert cfg.model == "smollm2-135m-instruct"
+    assert (cfg.engine.type, cfg.dispatcher.type, cfg.backend.type) == ("hf", "async_pipeline", "local")
+    assert cfg.backend.advantage == "rloo" and cfg.backend.std_normalize is False
+    assert [t.name for t in cfg.tasks] == ["gsm8k"]
+
+
+def test_yaml_file_with_shorthand_and_overrides(tmp_path):
+    path = write(tmp_path, """
+model: smollm2-135m-instruct
+engine: hf
+tasks:
+  - name: gsm8k
+    data: {split: test, limit: 64}
+    tools: [python, finish]
+    runtime: sandbox
+agent: {max_turns: 8, hints: {turns_left: false}}
+train: {steps: 20}
+""")
+    cfg = load_config(path, ["train.steps=1", "data.limit=4", "backend=verl", "agent.hints.repeated_action=0"])
+    assert cfg.train.steps == 1
+    assert cfg.tasks[0].data.limit == 4 and cfg.tasks[0].data.split == "test"
+    assert cfg.tasks[0].runtime.type == "sandbox"
+    assert cfg.backend.type == "verl" and cfg.backend.lr == 1e-6
+    assert cfg.agent.hints.turns_left is False and cfg.agent.hints.repeated_action == 0
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["agent.max_turn=3"], "unknown config key 'agent.max_turn' (did you mean 'max_turns'?)"),
+    (["tasks.0.data.limt=2"], "unknown config key 'tasks.0.data.limt' (did you mean 'limit'?)"),
+    (["backend.advantage=ppo"], "config key 'backend.advantage': must be one of rloo, grpo, none"),
+    (["train.steps=abc"], "config key 'train.steps': expected int"),
+    (["train.steps"], "override 'train.steps' is not of the form key.sub=value"),
+    (["train.steps.x=1"], "config key 'train.steps': expected int"),
+    (["sampling.n_samples=0"], "config key 'sampling.n_samples' must be at least 1"),
+    (["tasks.3.data.limit=1"], "'tasks.3' needs an index below 1"),
+])
+def test_bad_config_names_the_key(overrides, message):
+    with pytest.raises(ConfigError) as exc:
+        load_config(None, overrides)
+    assert message in str(exc.value)
+
+
+def test_unknown_top_level_key_lists_valid_keys(tmp_path):
+    with pytest.raises(ConfigError) as exc:
+        load_config(write(tmp_path, "modle: x\n"))
+    assert "unknown config key 'modle' (did you mean 'model'?)" in str(exc.value)
+    assert "engine" in str(exc.value) and "tasks" in str(exc.value)
+
+
+def test_env_interpolation(monkeypatch, tmp_path):
+    monkeypatch.setenv("SKYRL_TEST_KEY", "sk-123")
+    cfg = load_config(write(tmp_path, "engine: {type: openai, api_key: '${SKYRL_TEST_KEY}', base_url: '${SKYRL_NO_SUCH:-http://127.0.0.1:8000/v1}'}\n"))
+    assert cfg.engine.api_key == "sk-123" and cfg.engine.base_url == "http://127.0.0.1:8000/v1"
+    monkeypatch.delenv("SKYRL_TEST_KEY")
+    with pytest.raises(ConfigError) as exc:
+        load_config(write(tmp_path, "engine: {api_key: '${SKYRL_TEST_KEY}'}\n"))
+    assert "config key 'engine.api_key'" in str(exc.value) and "SKYRL_TEST_KEY is not set" in str(exc.value)
+
+
+def test_data_shorthand_is_ambiguous_with_two_tasks():
+    data = {"tasks": [{"name": "a"}, {"name": "b"}]}
+    with pytest.raises(ConfigError, match="ambiguous with 2 tasks"):
+        apply_override(data, "data.limit=3")
+    apply_override(data, "tasks.1.data.limit=3")
+    assert data["tasks"][1]["data"]["limit"] == 3
+
+
+def test_override_values_parse_as_yaml():
+    data: dict = {}
+    apply_override(data, "tasks=[gsm8k, gsm8k_steps]")
+    apply_override(data, "agent.hints.turns_left=false")
+    apply_override(data, "backend.lr=3e-6")
+    cfg = config_from_dict(data)
+    assert [t.name for t in cfg.tasks] == ["gsm8k", "gsm8k_steps"]
+    assert cfg.agent.hints.turns_left is False and cfg.backend.lr == pytest.approx(3e-6)
+
+
+def test_missing_file_and_bad_yaml(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.yaml")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(write(tmp_path, "a: [1, 2\n"))
+    with pytest.raises(ConfigError, match="mapping at the top level"):
+        load_config(write(tmp_path, "- 1\n- 2\n"))
+
+
+def test_round_trip_through_dict():
+    cfg = load_config(None, ["train.steps=3", "backend.lora={r: 8}"])
+    again = config_from_dict(cfg.to_dict())
+    assert again == cfg and again.backend.lora.r == 8

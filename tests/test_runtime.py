@@ -1,0 +1,107 @@
+"""The sandbox runtime: isolation, limits, timeouts, output caps, cleanup."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import time
+
+import pytest
+
+from skyrl_core.runtime import LocalRuntime, LocalSandbox, RuntimeSpec, truncate_output
+
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
+
+
+async def test_workspace_is_writable_and_removed_on_close():
+    rt = LocalSandbox()
+    await rt.start()
+    res = await rt.exec("echo hi > out.txt && cat out.txt && pwd")
+    assert res.exit_code == 0
+    assert res.output.splitlines() == ["hi", str(rt.workspace)]
+    ws = rt.workspace
+    await rt.close()
+    assert not ws.exists()
+    await rt.close()  # twice is fine
+
+
+@needs_bwrap
+async def test_sandbox_has_no_network_and_read_only_system():
+    import tempfile
+    from pathlib import Path
+
+    outside_dir = Path(tempfile.mkdtemp(dir="/var/tmp"))  # outside the sandbox's private /tmp
+    outside = outside_dir / "outside.txt"
+    async with LocalSandbox() as rt:
+        assert rt.isolation == "bubblewrap"
+        res = await rt.exec(f"echo x > {outside}; echo rc=$?")
+        assert "rc=1" in res.output and "Read-only file system" in res.output
+        assert not outside.exists()
+        res = await rt.exec(["python3", "-c", "import socket; s=socket.create_connection(('1.1.1.1', 80), timeout=2)"])
+        assert res.exit_code != 0 and "Network is unreachable" in res.output
+        res = await rt.exec(["python3", "-c", "import socket; print([n for _, n in socket.if_nameindex()])"])
+        assert res.output.strip() == "['lo']"
+    shutil.rmtree(outside_dir)
+
+
+async def test_timeout_kills_and_reports():
+    async with LocalSandbox() as rt:
+        t0 = time.monotonic()
+        res = await rt.exec("echo start; sleep 30; echo never", timeout_s=1.0)
+        assert time.monotonic() - t0 < 10
+        assert res.timed_out and res.exit_code is None
+        assert res.output.startswith("start") and "never" not in res.output
+        assert "timed out after 1 s" in res.output
+
+
+async def test_huge_output_is_truncated_with_a_note():
+    async with LocalSandbox(RuntimeSpec(max_output_chars=1000)) as rt:
+        res = await rt.exec(["python3", "-c", "print('a' * 10_000_000)"])
+        assert res.exit_code == 0 and res.truncated
+        assert len(res.output) < 1200 and "output truncated" in res.output
+
+
+async def test_background_processes_do_not_outlive_the_command(tmp_path):
+    marker = "skyrl_bg_marker_7731"
+    async with LocalRuntime() as rt:
+        res = await rt.exec(f"(exec -a {marker} sleep 60) & echo started", timeout_s=5)
+        assert res.output.strip() == "started"
+        await asyncio.sleep(0.2)
+    ps = os.popen("ps -eo args").read()
+    assert marker not in ps
+
+
+async def test_cpu_and_memory_limits():
+    async with LocalSandbox(RuntimeSpec(cpu_time_s=1, memory_mb=200)) as rt:
+        res = await rt.exec(["python3", "-c", "x = bytearray(400 * 1024 * 1024)"])
+        assert res.exit_code != 0 and "MemoryError" in res.output
+        res = await rt.exec(["python3", "-c", "while True: pass"], timeout_s=20)
+        assert not res.timed_out and res.exit_code != 0  # killed by RLIMIT_CPU, not by the timeout
+
+
+async def test_in_place_workspace_is_kept(tmp_path):
+    (tmp_path / "a.txt").write_text("hello")
+    async with LocalSandbox(RuntimeSpec(workspace=str(tmp_path))) as rt:
+        assert (await rt.exec("cat a.txt")).output == "hello"
+        await rt.write_file("sub/b.txt", "bee")
+    assert (tmp_path / "sub" / "b.txt").read_text() == "bee"
+    async with LocalSandbox(RuntimeSpec(workspace=str(tmp_path))) as rt:
+        with pytest.raises(ValueError, match="leaves the workspace"):
+            await rt.write_file("../escape.txt", "no")
+    assert not (tmp_path.parent / "escape.txt").exists()
+
+
+async def test_source_is_copied_into_a_fresh_workspace(tmp_path):
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / "f.py").write_text("print(3)")
+    async with LocalSandbox(RuntimeSpec(source=str(tmp_path / "repo"))) as rt:
+        assert rt.workspace != tmp_path / "repo"
+        assert (await rt.exec("python3 f.py")).output.strip() == "3"
+
+
+def test_truncate_output_keeps_head_and_tail():
+    text = "".join(str(i % 10) for i in range(100))
+    out, cut = truncate_output(text, 30)
+    assert cut and out.startswith(text[:20]) and out.endswith(text[-10:]) and "70 characters omitted of 100" in out
+    assert truncate_output("short", 30) == ("short", False)
