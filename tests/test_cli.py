@@ -81,3 +81,15 @@ def test_tasks_lists_registered_tasks():
     assert proc.returncode == 0
     for task in json.loads(proc.stdout):
         assert task["verifier"] and task["tools"] and task["plugin"]
+
+
+def test_cli_start_up_imports_no_heavy_module():
+    """The light core: building the CLI (every built-in plugin loaded) must not import torch or transformers."""
+    code = ("import sys; from skyrl_core.cli import build_cli; build_cli(); "
+            "from skyrl_core.plugins import get_registry; get_registry(); "
+            "heavy = sorted(m for m in ('torch', 'transformers', 'numpy', 'matplotlib', 'peft') if m in sys.modules); "
+            "print(','.join(heavy))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=dict(os.environ, SKYRL_LOAD_PLUGINS=""), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == ""
