@@ -85,7 +85,8 @@ class EngineConfig:
 class DispatcherConfig:
     """Rollout scheduling (see docs/dispatchers.md). Timeouts in seconds (None: no limit); ``deadline_s`` bounds
     a whole batch. ``*_workers`` and ``queue_capacity`` size the pipeline; ``auto`` admits new inits from engine
-    feedback; ``max_runtimes`` caps runtimes alive at once."""
+    feedback (re-read every ``auto_interval_s`` seconds); ``max_runtimes`` caps runtimes alive at once;
+    ``release_timeout_s`` bounds one runtime release."""
 
     type: str = "async_pipeline"
     max_parallel_agents: int = 16
@@ -99,6 +100,8 @@ class DispatcherConfig:
     run_timeout_s: float | None = 3600.0
     eval_timeout_s: float | None = 600.0
     deadline_s: float | None = None
+    release_timeout_s: float | None = 60.0
+    auto_interval_s: float = 0.5
     options: dict[str, Any] = attrs.Factory(dict)
 
 

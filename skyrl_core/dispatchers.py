@@ -1,16 +1,44 @@
 """Dispatchers schedule each trajectory's three stages — init, run, eval — (SkyRL-Agent, arXiv 2511.16108,
-Sec. 3.2). Registered through ``register_dispatchers``; selected by ``dispatcher.type``."""
+Sec. 3.2). Registered through ``register_dispatchers``; selected by ``dispatcher.type``.
+
+Built-ins:
+
+- ``async_batch``: every trajectory at once (``max_runtimes`` still caps runtimes alive when set).
+- ``async_batch_bounded``: at most ``max_parallel_agents`` trajectories in flight, each init -> run -> eval.
+- ``async_pipeline``: the three stages overlap through bounded queues with backpressure; ``auto: true`` sizes
+  admission from engine feedback (spare batch slots) and measured stage times instead of fixed worker counts.
+- ``priority``: the pipeline, granting every stage to the highest ``trajectory.metrics["priority"]`` first
+  (e.g. the expected eval cost: long jobs first cuts the tail).
+
+Every dispatcher shares the fault handling: an exception or timeout in a stage marks that trajectory failed
+(``error_init`` / ``error_run`` / ``error_eval`` via :meth:`Trajectory.fail`), the batch deadline marks
+``timeout``, cancellation (Ctrl-C) marks ``cancelled``; ``release`` is awaited exactly once for every trajectory
+that entered ``init``, even when the dispatch is cancelled.
+"""
 
 from __future__ import annotations
 
 import abc
+import asyncio
+import heapq
+import itertools
+import logging
+import math
+from collections import Counter
 from typing import Any, Awaitable, Callable
 
 import attrs
 
-from .transitions import Trajectory
+from .transitions import CANCELLED, ERROR_EVAL, ERROR_INIT, ERROR_RUN, TIMEOUT, Trajectory
+
+log = logging.getLogger(__name__)
 
 StageFn = Callable[[Trajectory], Awaitable[None]]
+
+STAGES = ("init", "run", "eval")
+STAGE_ERRORS = {"init": ERROR_INIT, "run": ERROR_RUN, "eval": ERROR_EVAL}
+# A trajectory that ended with one of these skips its remaining stages.
+_STOP_REASONS = frozenset({ERROR_INIT, ERROR_RUN, TIMEOUT, CANCELLED})
 
 
 @attrs.define
@@ -42,3 +70,578 @@ class Dispatcher(abc.ABC):
     @abc.abstractmethod
     async def dispatch(self, trajectories: list[Trajectory], stages: Stages) -> dict[str, Any]:
         """Run all trajectories; return dispatch metrics (seconds per stage, peak runtimes, ...)."""
+
+
+# -- bookkeeping -------------------------------------------------------------------------------------------
+class DispatchMonitor:
+    """Clock, counters and timeline of one ``dispatch`` call; turns them into the metrics dict.
+
+    Times are seconds of the running event loop's clock (``loop.time()``), so they are virtual seconds under a
+    virtual-clock loop (the bench) and wall seconds otherwise. ``waiting`` counts trajectories queued before a
+    stage; ``active`` those inside it; ``runtimes`` those between the start of ``init`` and the end of
+    ``release``.
+    """
+
+    def __init__(self, n: int, engine_stats: Any = None) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.t0 = self.loop.time()
+        self.n = n
+        self.engine_stats = engine_stats
+        self.engine_start = engine_stats.snapshot() if engine_stats is not None else None
+        self.waiting = {s: 0 for s in STAGES}
+        self.active = {s: 0 for s in STAGES}
+        self.runtimes = 0
+        self.peak_runtimes = 0
+        self.runtime_starts = 0
+        self.runtime_releases = 0
+        self.release_errors = 0
+        self.runtime_seconds = 0.0
+        self.stage_s: dict[str, list[float]] = {s: [] for s in STAGES}
+        self._last_t = 0.0
+        self.timeline: dict[str, list[float]] = {
+            "t": [], "runtimes": [], **{f"waiting_{s}": [] for s in STAGES}, **{f"active_{s}": [] for s in STAGES},
+        }
+        self.record()
+
+    def now(self) -> float:
+        """Seconds since the dispatch started."""
+        return self.loop.time() - self.t0
+
+    def record(self) -> None:
+        """Integrate runtimes alive up to now and append a timeline point (one point per instant)."""
+        t = self.now()
+        self.runtime_seconds += self.runtimes * max(t - self._last_t, 0.0)
+        self._last_t = t
+        tl = self.timeline
+        if tl["t"] and tl["t"][-1] == t:
+            for values in tl.values():
+                values.pop()
+        tl["t"].append(t)
+        tl["runtimes"].append(self.runtimes)
+        for s in STAGES:
+            tl[f"waiting_{s}"].append(self.waiting[s])
+            tl[f"active_{s}"].append(self.active[s])
+
+    def runtime_started(self) -> None:
+        self.runtimes += 1
+        self.runtime_starts += 1
+        self.peak_runtimes = max(self.peak_runtimes, self.runtimes)
+        self.record()
+
+    def runtime_released(self, ok: bool) -> None:
+        self.runtimes -= 1
+        self.runtime_releases += 1
+        self.release_errors += 0 if ok else 1
+        self.record()
+
+    def finish(self, trajectories: list[Trajectory], extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The metrics dict: scalars plus ``failures`` (reason -> count) and ``timeline`` (lists over time)."""
+        self.record()
+        wall = self.now()
+        failures = Counter(t.finish_reason for t in trajectories if t.error is not None)
+        ok = sum(1 for t in trajectories if t.error is None)
+        metrics: dict[str, Any] = {
+            "n_trajectories": self.n,
+            "n_ok": ok,
+            "n_failed": self.n - ok,
+            "failures": dict(failures),
+            "wall_s": wall,
+            "trajectories_per_min": 60.0 * self.n / wall if wall > 0 else 0.0,
+            "ok_trajectories_per_min": 60.0 * ok / wall if wall > 0 else 0.0,
+            "peak_runtimes": self.peak_runtimes,
+            "runtime_starts": self.runtime_starts,
+            "runtime_releases": self.runtime_releases,
+            "release_errors": self.release_errors,
+            "runtime_s_per_traj": self.runtime_seconds / self.n if self.n else 0.0,
+            "mean_runtimes": self.runtime_seconds / wall if wall > 0 else 0.0,
+        }
+        for s in STAGES:
+            xs = self.stage_s[s]
+            metrics[f"{s}_s_mean"] = sum(xs) / len(xs) if xs else 0.0
+            metrics[f"{s}_s_max"] = max(xs) if xs else 0.0
+            metrics[f"{s}_s_total"] = sum(xs)
+            metrics[f"max_waiting_{s}"] = max(self.timeline[f"waiting_{s}"])
+        if self.engine_stats is not None and self.engine_start is not None and wall > 0:
+            end = self.engine_stats.snapshot()
+            metrics["engine_busy"] = min((end["busy_s"] - self.engine_start["busy_s"]) / wall, 1.0)
+            metrics["mean_occupancy"] = min(
+                (end["occupancy_integral"] - self.engine_start["occupancy_integral"]) / wall, 1.0)
+            metrics["engine_requests"] = end["requests"] - self.engine_start["requests"]
+        if extra:
+            metrics.update(extra)
+        metrics["timeline"] = self.timeline
+        return metrics
+
+
+def _mark_cancelled(traj: Trajectory) -> None:
+    if traj.error is None:  # keep an earlier, more specific failure reason
+        traj.fail(CANCELLED, "dispatch cancelled (Ctrl-C or caller) before the trajectory finished")
+
+
+# -- the shared stage machinery ------------------------------------------------------------------------------
+class _BaseDispatcher(Dispatcher):
+    """Stage execution with timeouts, the batch deadline, failure marking and exactly-once release."""
+
+    def __init__(self, config: Any, engine_stats: Any = None) -> None:
+        super().__init__(config, engine_stats)
+        self.monitor: DispatchMonitor | None = None
+        self._deadline: float | None = None
+
+    # timeouts ---------------------------------------------------------------------------------------------
+    def _stage_timeout(self, stage: str) -> float | None:
+        return getattr(self.config, f"{stage}_timeout_s", None)
+
+    def _deadline_left(self) -> float | None:
+        if self._deadline is None:
+            return None
+        return self._deadline - asyncio.get_running_loop().time()
+
+    def deadline_passed(self) -> bool:
+        left = self._deadline_left()
+        return left is not None and left <= 0
+
+    def _fail_deadline(self, traj: Trajectory, where: str) -> None:
+        traj.fail(TIMEOUT, f"batch deadline of {self.config.deadline_s:g} s (dispatcher.deadline_s) reached "
+                           f"{where}")
+
+    async def _stage(self, traj: Trajectory, stage: str, fn: StageFn) -> bool:
+        """Run one stage; on exception or timeout mark the trajectory failed. True when the trajectory goes on."""
+        mon = self.monitor
+        assert mon is not None
+        limit = self._stage_timeout(stage)
+        left = self._deadline_left()
+        by_deadline = left is not None and (limit is None or left < limit)
+        timeout = max(left, 0.0) if by_deadline else limit
+        start = mon.now()
+        mon.active[stage] += 1
+        mon.record()
+        try:
+            await asyncio.wait_for(fn(traj), timeout)
+        except asyncio.CancelledError:
+            raise
+        except (asyncio.TimeoutError, TimeoutError) as exc:
+            elapsed = mon.now() - start
+            if timeout is not None and elapsed >= timeout - 1e-9:
+                if by_deadline:
+                    self._fail_deadline(traj, f"during {stage}")
+                else:
+                    traj.fail(STAGE_ERRORS[stage], f"{stage} timed out after {timeout:g} s "
+                                                   f"(dispatcher.{stage}_timeout_s)")
+            else:
+                traj.fail(STAGE_ERRORS[stage], f"{stage} raised {type(exc).__name__}: {exc}")
+            log.info("trajectory %s: %s", traj.id, traj.error)
+            return False
+        except Exception as exc:  # a failing stage fails its trajectory, never the batch
+            traj.fail(STAGE_ERRORS[stage], f"{stage} raised {type(exc).__name__}: {exc}")
+            log.info("trajectory %s: %s", traj.id, traj.error)
+            return False
+        finally:
+            elapsed = mon.now() - start
+            traj.timing[stage] = elapsed
+            mon.stage_s[stage].append(elapsed)
+            mon.active[stage] -= 1
+            mon.record()
+        return traj.finish_reason not in _STOP_REASONS
+
+    async def _release(self, traj: Trajectory, stages: Stages) -> None:
+        """Await ``stages.release`` once, to completion, even if this task is cancelled meanwhile."""
+        mon = self.monitor
+        assert mon is not None
+        timeout = getattr(self.config, "release_timeout_s", None)
+
+        async def release() -> bool:
+            try:
+                await asyncio.wait_for(stages.release(traj), timeout)
+                return True
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:  # release must not raise; a broken one is counted and logged
+                log.warning("trajectory %s: release failed: %s: %s", traj.id, type(exc).__name__, exc)
+                return False
+
+        task = asyncio.ensure_future(release())
+        cancelled = False
+        while not task.done():
+            try:
+                await asyncio.shield(task)
+            except asyncio.CancelledError:
+                # Finish releasing first: a runtime must not outlive a cancelled dispatch.
+                cancelled = True
+        ok = (not task.cancelled()) and task.result()
+        mon.runtime_released(ok)
+        if cancelled:
+            raise asyncio.CancelledError
+
+    async def _run_tasks(self, tasks: list[asyncio.Task]) -> None:
+        """Wait for every trajectory task; on cancellation cancel them all and wait for their releases."""
+        if not tasks:
+            return
+        try:
+            await asyncio.wait(tasks)
+        except asyncio.CancelledError:
+            for t in tasks:
+                t.cancel()
+            while True:
+                try:
+                    await asyncio.shield(asyncio.wait(tasks))
+                    break
+                except asyncio.CancelledError:
+                    continue
+            raise
+        for t in tasks:
+            if not t.cancelled() and t.exception() is not None:
+                raise t.exception()  # a dispatcher bug, not a stage failure (those are caught per stage)
+
+    def _start(self, trajectories: list[Trajectory]) -> None:
+        self.monitor = DispatchMonitor(len(trajectories), self.engine_stats)
+        d = getattr(self.config, "deadline_s", None)
+        self._deadline = None if d is None else asyncio.get_running_loop().time() + d
+
+
+# -- async batch (bounded and not) ---------------------------------------------------------------------------
+class AsyncBatchDispatcher(_BaseDispatcher):
+    """Every trajectory at once, each running init -> run -> eval; ``max_runtimes`` caps those in flight
+    when set. Fast, but holds a runtime for every trajectory of the batch at its peak."""
+
+    name = "async_batch"
+
+    def limit(self) -> int | None:
+        return self.config.max_runtimes
+
+    async def dispatch(self, trajectories: list[Trajectory], stages: Stages) -> dict[str, Any]:
+        self._start(trajectories)
+        mon = self.monitor
+        assert mon is not None
+        limit = self.limit()
+        sem = asyncio.Semaphore(limit) if limit else None
+        mon.waiting["init"] = len(trajectories)
+        mon.record()
+
+        async def one(traj: Trajectory) -> None:
+            if sem is None:
+                mon.waiting["init"] -= 1
+                await self._sequential(traj, stages)
+                return
+            try:
+                await sem.acquire()
+            except asyncio.CancelledError:
+                _mark_cancelled(traj)
+                raise
+            finally:
+                mon.waiting["init"] -= 1
+            try:
+                await self._sequential(traj, stages)
+            finally:
+                sem.release()
+
+        tasks = [asyncio.ensure_future(one(t)) for t in trajectories]
+        await self._run_tasks(tasks)
+        return mon.finish(trajectories, {"dispatcher": self.name, "max_in_flight": limit or len(trajectories)})
+
+    async def _sequential(self, traj: Trajectory, stages: Stages) -> None:
+        mon = self.monitor
+        assert mon is not None
+        if self.deadline_passed():
+            self._fail_deadline(traj, "before the trajectory started")
+            return
+        mon.runtime_started()
+        try:
+            if await self._stage(traj, "init", stages.init) and await self._stage(traj, "run", stages.run):
+                await self._stage(traj, "eval", stages.eval)
+        except asyncio.CancelledError:
+            _mark_cancelled(traj)
+            raise
+        finally:
+            await self._release(traj, stages)
+
+
+class BoundedBatchDispatcher(AsyncBatchDispatcher):
+    """At most ``max_parallel_agents`` trajectories in flight (and at most ``max_runtimes``), each running
+    init -> run -> eval. The engine idles while a slot's trajectory is in init or eval."""
+
+    name = "async_batch_bounded"
+
+    def limit(self) -> int | None:
+        caps = [c for c in (self.config.max_parallel_agents, self.config.max_runtimes) if c]
+        return min(caps) if caps else None
+
+
+# -- the three-stage pipeline ----------------------------------------------------------------------------------
+# Pipeline states of one trajectory. A waiting state is held until the scheduler grants the next stage.
+_PENDING, _INIT, _READY, _RUN, _RUN_DONE, _EVAL_Q, _EVAL, _RELEASE, _DONE = range(9)
+_GRANTS = {"init": _INIT, "run": _RUN, "evalq": _EVAL_Q, "eval": _EVAL}
+_WAIT_LABEL = {"init": "queued for init", "run": "queued for run (runtime ready)",
+               "evalq": "waiting for room in the eval queue", "eval": "queued for eval"}
+
+
+class _RecentMean:
+    """Mean of the last ``size`` samples (seconds); None before the first."""
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self.values: list[float] = []
+
+    def add(self, x: float) -> None:
+        self.values.append(x)
+        if len(self.values) > self.size:
+            del self.values[0]
+
+    @property
+    def value(self) -> float | None:
+        return sum(self.values) / len(self.values) if self.values else None
+
+
+class PipelineDispatcher(_BaseDispatcher):
+    """Three overlapping stages with bounded queues (SkyRL-Agent, arXiv 2511.16108, Sec. 3.2, Fig. 1b).
+
+    Fixed mode: at most ``init_workers`` inits, ``run_workers`` agent loops and ``eval_workers`` evals at
+    once (each defaults to ``max_parallel_agents``); the run and eval queues hold ``queue_capacity``
+    trajectories (default ``max_parallel_agents // 2``). Backpressure: an init starts only when its runtime
+    will have a place in the run queue, and a finished run keeps its run slot until the eval queue has room, so
+    initialised runtimes never pile up idle.
+
+    Auto mode (``auto: true``): the run stage admits as many agent loops as keep the engine's batch full — it
+    starts at the engine's capacity and grows by one per ``auto_interval_s`` while a runtime is ready, every
+    run slot is taken and the engine's mean occupancy stays below 95 % (agents in tool calls leave batch slots
+    free), and shrinks while the engine queues requests. Inits are admitted to fill free run slots plus a
+    lookahead sized by Little's law, ``ceil(1.25 * run_slots * mean_init_s / mean_run_s)`` (the runs expected
+    to finish while one init takes place), so a runtime is ready when a slot frees. Before any run has finished,
+    ``mean_run_s`` is taken as twice the age of the oldest run (its expected total given its age). Every mode
+    honours ``max_runtimes``.
+    """
+
+    name = "async_pipeline"
+    by_priority = False
+
+    LOOKAHEAD_MARGIN = 1.25
+    OCCUPANCY_TARGET = 0.95
+
+    def _setup(self, n: int) -> None:
+        c = self.config
+        p = c.max_parallel_agents
+        self.auto = bool(c.auto)
+        inf = math.inf
+        self.max_runtimes = c.max_runtimes or inf
+        capacity = getattr(self.engine_stats, "capacity", None) if self.engine_stats is not None else None
+        if self.auto:
+            self.init_workers = c.init_workers or inf
+            self.eval_workers = c.eval_workers or inf
+            self.eval_queue_capacity = inf
+            self.run_floor = c.run_workers or capacity or p
+            self.run_limit = self.run_floor
+            self.queue_capacity = 0
+        else:
+            self.init_workers = c.init_workers or p
+            self.eval_workers = c.eval_workers or p
+            self.run_limit = self.run_floor = c.run_workers or p
+            self.queue_capacity = c.queue_capacity if c.queue_capacity is not None else max(1, p // 2)
+            self.eval_queue_capacity = self.queue_capacity
+        self.state = [_PENDING] * n
+        self.count = Counter({_PENDING: n})
+        self.waiters: dict[str, list] = {g: [] for g in _GRANTS}
+        self.seq = itertools.count()
+        self.init_mean = _RecentMean()
+        self.run_mean = _RecentMean()
+        self.run_started: dict[int, float] = {}
+        self.peak_run_limit = self.run_limit
+
+    # state and gates ----------------------------------------------------------------------------------------
+    def _set(self, i: int, state: int) -> None:
+        self.count[self.state[i]] -= 1
+        self.count[state] += 1
+        self.state[i] = state
+        mon = self.monitor
+        assert mon is not None
+        mon.waiting["init"] = self.count[_PENDING]
+        mon.waiting["run"] = self.count[_READY]
+        mon.waiting["eval"] = self.count[_RUN_DONE] + self.count[_EVAL_Q]
+        mon.record()
+
+    def _alive(self) -> int:
+        c = self.count
+        return c[_INIT] + c[_READY] + c[_RUN] + c[_RUN_DONE] + c[_EVAL_Q] + c[_EVAL] + c[_RELEASE]
+
+    def _in_run(self) -> int:
+        return self.count[_RUN] + self.count[_RUN_DONE]
+
+    def lookahead(self) -> int:
+        """Auto mode: how many trajectories may be initialising or ready (waiting for a run slot) at once."""
+        free = max(self.run_limit - self._in_run(), 0)
+        init_s = self.init_mean.value
+        run_s = self.run_mean.value
+        if run_s is None and self.run_started:
+            run_s = 2.0 * (self.monitor.now() - min(self.run_started.values()))  # type: ignore[union-attr]
+        if init_s is None or not run_s:
+            return free
+        prefetch = math.ceil(self.LOOKAHEAD_MARGIN * self.run_limit * init_s / max(run_s, init_s))
+        return free + min(prefetch, self.run_limit)
+
+    def _gate_open(self, gate: str) -> bool:
+        c = self.count
+        if gate == "eval":
+            return c[_EVAL] < self.eval_workers
+        if gate == "evalq":
+            return c[_EVAL_Q] < self.eval_queue_capacity + max(self.eval_workers - c[_EVAL], 0)
+        if gate == "run":
+            return self._in_run() < self.run_limit
+        # init
+        if self._alive() >= self.max_runtimes or c[_INIT] >= self.init_workers:
+            return False
+        if self.auto:
+            return c[_INIT] + c[_READY] < self.lookahead()
+        return c[_INIT] + c[_READY] + self._in_run() < self.run_limit + self.queue_capacity
+
+    def _pump(self) -> None:
+        """Grant every stage whose gate is open, downstream first (a grant there may open one upstream)."""
+        progress = True
+        while progress:
+            progress = False
+            for gate in ("eval", "evalq", "run", "init"):
+                heap = self.waiters[gate]
+                while heap and self._gate_open(gate):
+                    _, _, fut, i = heapq.heappop(heap)
+                    if fut.done():  # its waiter was cancelled
+                        continue
+                    self._set(i, _GRANTS[gate])
+                    fut.set_result(True)
+                    progress = True
+
+    def _enqueue(self, gate: str, i: int, traj: Trajectory) -> asyncio.Future:
+        fut = asyncio.get_running_loop().create_future()
+        key = -float(traj.metrics.get("priority", 0.0)) if self.by_priority else 0.0
+        heapq.heappush(self.waiters[gate], (key, next(self.seq), fut, i))
+        return fut
+
+    async def _wait(self, gate: str, i: int, traj: Trajectory, waiting_state: int,
+                    fut: asyncio.Future | None = None) -> bool:
+        """Queue for ``gate`` (or await the already queued ``fut``); True once granted, False when the batch
+        deadline passed first."""
+        if fut is None:
+            if self.deadline_passed():
+                self._fail_deadline(traj, f"while {_WAIT_LABEL[gate]}")
+                return False
+            if self.state[i] != waiting_state:
+                self._set(i, waiting_state)
+            fut = self._enqueue(gate, i, traj)
+            self._pump()
+        if await fut:
+            return True
+        self._fail_deadline(traj, f"while {_WAIT_LABEL[gate]}")
+        return False
+
+    def _expire(self) -> None:
+        """The batch deadline: every queued trajectory gives up (active stages time out on their own)."""
+        for heap in self.waiters.values():
+            for _, _, fut, _ in heap:
+                if not fut.done():
+                    fut.set_result(False)
+            heap.clear()
+
+    # auto-mode feedback -------------------------------------------------------------------------------------
+    async def _control(self) -> None:
+        stats = self.engine_stats
+        interval = float(getattr(self.config, "auto_interval_s", 0.5) or 0.5)
+        mon = self.monitor
+        assert mon is not None
+        last = stats.snapshot() if stats is not None else None
+        last_t = mon.now()
+        while True:
+            await asyncio.sleep(interval)
+            if stats is not None and last is not None:
+                snap = stats.snapshot()
+                t = mon.now()
+                occupancy = (snap["occupancy_integral"] - last["occupancy_integral"]) / max(t - last_t, 1e-9)
+                last, last_t = snap, t
+                saturated = self._in_run() >= self.run_limit and self.count[_READY] > 0
+                if snap.get("queued", 0) > 0 and self.run_limit > self.run_floor:
+                    self.run_limit -= 1
+                elif saturated and occupancy < self.OCCUPANCY_TARGET and self._alive() < self.max_runtimes:
+                    self.run_limit += 1
+                    self.peak_run_limit = max(self.peak_run_limit, self.run_limit)
+            self._pump()
+
+    # the trajectory --------------------------------------------------------------------------------------------
+    async def _trajectory(self, i: int, traj: Trajectory, stages: Stages, queued: asyncio.Future) -> None:
+        mon = self.monitor
+        assert mon is not None
+        entered = False
+        try:
+            if not await self._wait("init", i, traj, _PENDING, queued):
+                return
+            entered = True
+            mon.runtime_started()
+            t0 = mon.now()
+            if not await self._stage(traj, "init", stages.init):
+                return
+            self.init_mean.add(mon.now() - t0)
+            if not await self._wait("run", i, traj, _READY):
+                return
+            t0 = self.run_started[i] = mon.now()
+            ok = await self._stage(traj, "run", stages.run)
+            del self.run_started[i]
+            if not ok:
+                return
+            self.run_mean.add(mon.now() - t0)
+            if not await self._wait("evalq", i, traj, _RUN_DONE):
+                return
+            if not await self._wait("eval", i, traj, _EVAL_Q):
+                return
+            await self._stage(traj, "eval", stages.eval)
+        except asyncio.CancelledError:
+            _mark_cancelled(traj)
+            raise
+        finally:
+            self.run_started.pop(i, None)
+            self._set(i, _RELEASE if entered else _DONE)
+            self._pump()
+            try:
+                if entered:
+                    await self._release(traj, stages)
+            finally:
+                self._set(i, _DONE)
+                self._pump()
+
+    async def dispatch(self, trajectories: list[Trajectory], stages: Stages) -> dict[str, Any]:
+        self._start(trajectories)
+        self._setup(len(trajectories))
+        mon = self.monitor
+        assert mon is not None
+        mon.waiting["init"] = len(trajectories)
+        loop = asyncio.get_running_loop()
+        timer = loop.call_at(self._deadline, self._expire) if self._deadline is not None else None
+        control = asyncio.ensure_future(self._control()) if self.auto else None
+        # Queue every trajectory for init before granting any, so the first grants follow priority too.
+        queued = [self._enqueue("init", i, t) for i, t in enumerate(trajectories)]
+        tasks = [asyncio.ensure_future(self._trajectory(i, t, stages, queued[i]))
+                 for i, t in enumerate(trajectories)]
+        self._pump()
+        try:
+            await self._run_tasks(tasks)
+        finally:
+            if timer is not None:
+                timer.cancel()
+            if control is not None:
+                control.cancel()
+                await asyncio.gather(control, return_exceptions=True)
+        extra = {"dispatcher": self.name, "auto": self.auto, "run_slots": self.run_limit,
+                 "peak_run_slots": self.peak_run_limit}
+        if not self.auto:
+            extra.update(init_workers=self.init_workers, eval_workers=self.eval_workers,
+                         queue_capacity=self.queue_capacity)
+        return mon.finish(trajectories, extra)
+
+
+class PriorityDispatcher(PipelineDispatcher):
+    """The pipeline, granting each stage to the trajectory with the highest ``metrics["priority"]`` first
+    (ties in arrival order). Give long jobs (expected run + eval seconds) a high priority to cut the tail."""
+
+    name = "priority"
+    by_priority = True
+
+
+BUILTIN_DISPATCHERS: dict[str, type[Dispatcher]] = {
+    "async_batch": AsyncBatchDispatcher,
+    "async_batch_bounded": BoundedBatchDispatcher,
+    "async_pipeline": PipelineDispatcher,
+    "priority": PriorityDispatcher,
+}

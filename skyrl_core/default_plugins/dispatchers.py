@@ -1,1 +1,13 @@
-"""Built-in plugin module (filled in by its owner)."""
+"""Built-in dispatchers (``async_batch``, ``async_batch_bounded``, ``async_pipeline``, ``priority``) and the
+``skyrl bench`` command (``skyrl bench dispatch``)."""
+
+from __future__ import annotations
+
+from ..dispatchers import BUILTIN_DISPATCHERS
+from ..hookspecs import hookimpl
+
+
+@hookimpl(trylast=True)
+def register_dispatchers(register):
+    for name, cls in BUILTIN_DISPATCHERS.items():
+        register(cls, name=name)
