@@ -1,9 +1,37 @@
 """Tool-call parsers: generated text -> tool calls. Registrable through ``register_parsers``.
 
-A parser is an object with a ``name`` and ``parse(text, finish_reason) -> ParseResult``.
+A parser is an object with a ``name`` and ``parse(text, finish_reason="stop") -> ParseResult``. The built-ins
+(registered by ``skyrl_core.default_plugins.parsers``):
+
+- ``hermes`` (default): Hermes / Qwen ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks; when a
+  message has no ``<tool_call>`` tag it falls back to the tolerant JSON scan below.
+- ``json``: bare ``{"name": ..., "arguments": ...}`` objects anywhere in the text (also in ```json fences, as a
+  list, or in the ``{"function": {...}}`` / ``{"tool": ..., "parameters": ...}`` shapes small models produce).
+- ``openai``: ``parse_message(message)`` reads a server's native ``tool_calls``; ``parse(text)`` is ``hermes``.
+
+What real models get wrong, and how it is handled:
+
+- calls drafted inside a ``<think>...</think>`` reasoning block are not executed; they are counted in
+  ``ParseResult.drafted`` and the reasoning text is returned in ``ParseResult.reasoning`` (not in ``content``);
+- JSON with raw newlines/tabs or unescaped quotes inside strings (code arguments), trailing commas, single quotes
+  or Python literals (``True``/``None``) is repaired: strict JSON first, then ``ast.literal_eval``, then a
+  backtracking lenient reader that tries each candidate closing quote until the whole value parses;
+- a call cut off by the max-token limit (``finish_reason == "length"`` and an unclosed ``<tool_call>`` or
+  unbalanced JSON) is never executed: ``truncated`` is set and ``errors`` says it was cut off;
+- a malformed call yields one message in ``errors`` saying what was wrong ("missing 'name'", "arguments is not an
+  object", "invalid JSON at line 1 column 20: ...") so the agent loop can show it to the model.
+
+Each parsed call gets a stable id ``call_<n>`` (n counts the executable calls of one message from 0) and its
+``raw`` source text.
 """
 
 from __future__ import annotations
+
+import ast
+import json
+import re
+import warnings
+from typing import Any, Iterator
 
 import attrs
 
@@ -13,12 +41,663 @@ from .tools import ToolCall
 @attrs.define
 class ParseResult:
     """``calls``: calls to execute, in order; ``content``: the message text kept in the transcript (text
-    outside the calls); ``errors``: one message per call that could not be parsed (shown to the model);
-    ``truncated``: a call was cut off by max tokens (never executed); ``drafted``: calls seen only inside a
-    reasoning block (not executed)."""
+    outside the calls and outside any reasoning block); ``errors``: one message per call that could not be
+    parsed (shown to the model); ``truncated``: a call was cut off by max tokens (never executed);
+    ``drafted``: calls seen only inside a reasoning block (not executed); ``reasoning``: the text of the
+    reasoning (``<think>``) blocks, joined by blank lines."""
 
     calls: list[ToolCall] = attrs.Factory(list)
     content: str = ""
     errors: list[str] = attrs.Factory(list)
     truncated: bool = False
     drafted: int = 0
+    reasoning: str = ""
+
+
+TOOL_CALL_OPEN = "<tool_call>"
+TOOL_CALL_CLOSE = "</tool_call>"
+THINK_OPEN = "<think>"
+THINK_CLOSE = "</think>"
+
+# Keys small models use for the arguments object, in order of preference.
+_ARG_KEYS = ("arguments", "parameters", "args", "input", "params")
+_NAME_KEYS = ("name", "tool", "tool_name", "function")
+_TRUNCATED_MSG = ("the tool call was cut off by the max-token limit before it was complete, so it was not run; "
+                  "write a shorter call")
+
+
+def format_tool_call(name: str, arguments: dict[str, Any]) -> str:
+    """Render one call the way Hermes / Qwen chat templates do: ``<tool_call>\\n{json}\\n</tool_call>``."""
+    body = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+    return f"{TOOL_CALL_OPEN}\n{body}\n{TOOL_CALL_CLOSE}"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# tolerant JSON
+
+
+class JSONRepairError(ValueError):
+    """Text that no repair strategy turns into a value. ``message`` is the strict parser's complaint (with line
+    and column); ``at_end`` is True when the text ended before the value was complete (cut off)."""
+
+    def __init__(self, message: str, at_end: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.at_end = at_end
+
+
+class _GiveUp(Exception):
+    """The lenient reader exceeded its step budget or nesting limit."""
+
+
+_NUMBER = re.compile(r"-?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_LITERALS = {"true": True, "false": False, "null": None, "True": True, "False": False, "None": None}
+_LITERAL = re.compile(r"(?:true|false|null|True|False|None)\b")
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "/": "/", "\\": "\\", '"': '"', "'": "'"}
+_WS = " \t\r\n"
+_SPECIAL_DQ = re.compile(r'["\\]')
+_SPECIAL_SQ = re.compile(r"['\\]")
+_HEX4 = re.compile(r"[0-9a-fA-F]{4}")
+
+
+class _Lenient:
+    """A backtracking reader for almost-JSON, used after ``json.loads`` and ``ast.literal_eval`` fail.
+
+    It accepts raw control characters and unescaped quotes inside strings, single-quoted strings, trailing
+    commas, and Python or JSON literals. Strings are ambiguous (an inner ``"`` may or may not close the string),
+    so :meth:`value` yields every reading, shortest string first; callers take the first reading whose
+    continuation also parses. A step budget bounds the search (pathological inputs give up, never hang).
+    """
+
+    MAX_STEPS = 20_000
+    MAX_DEPTH = 100
+
+    def __init__(self, text: str) -> None:
+        self.s = text
+        self.n = len(text)
+        self.steps = 0
+        self.hit_end = False
+
+    def _tick(self) -> None:
+        self.steps += 1
+        if self.steps > self.MAX_STEPS:
+            raise _GiveUp()
+
+    def ws(self, i: int) -> int:
+        s, n = self.s, self.n
+        while i < n and s[i] in _WS:
+            i += 1
+        if i >= n:
+            self.hit_end = True
+        return i
+
+    def value(self, i: int, depth: int = 0) -> Iterator[tuple[Any, int]]:
+        self._tick()
+        if depth > self.MAX_DEPTH:
+            raise _GiveUp()
+        i = self.ws(i)
+        if i >= self.n:
+            return
+        c = self.s[i]
+        if c == "{":
+            yield from self._members(i + 1, {}, depth + 1)
+        elif c == "[":
+            yield from self._items(i + 1, [], depth + 1)
+        elif c in "\"'":
+            yield from self.string(i)
+        else:
+            m = _LITERAL.match(self.s, i)
+            if m:
+                yield _LITERALS[m.group(0)], m.end()
+                return
+            m = _NUMBER.match(self.s, i)
+            if m:
+                text = m.group(0)
+                try:
+                    yield (float(text) if any(ch in text for ch in ".eE") else int(text)), m.end()
+                except ValueError:
+                    return
+
+    def string(self, i: int, first_only: bool = False) -> Iterator[tuple[str, int]]:
+        """Readings of the string starting at ``s[i]``; keys (``first_only``) never contain a bare quote."""
+        s, n = self.s, self.n
+        quote = s[i]
+        special = _SPECIAL_DQ if quote == '"' else _SPECIAL_SQ
+        out: list[str] = []
+        surrogates = False
+        j = i + 1
+        while j < n:
+            m = special.search(s, j)
+            if m is None:
+                self.steps += (n - j) // 256
+                break
+            k = m.start()
+            out.append(s[j:k])
+            self.steps += (k - j) // 256
+            j = k
+            if s[j] == "\\":
+                if j + 1 >= n:
+                    break
+                e = s[j + 1]
+                if e == "u" and j + 6 <= n and _HEX4.fullmatch(s, j + 2, j + 6):
+                    code = int(s[j + 2:j + 6], 16)
+                    surrogates = surrogates or 0xD800 <= code <= 0xDFFF
+                    out.append(chr(code))
+                    j += 6
+                    continue
+                # An unknown escape (a regex's \d in code) keeps its backslash.
+                out.append(_ESCAPES.get(e, "\\" + e))
+                j += 2
+                continue
+            self._tick()
+            text = "".join(out)
+            if surrogates:  # join UTF-16 surrogate pairs written as two \u escapes
+                try:
+                    text = text.encode("utf-16", "surrogatepass").decode("utf-16")
+                except UnicodeError:
+                    pass
+            yield text, j + 1
+            if first_only:
+                return
+            out.append(quote)
+            j += 1
+        self.hit_end = True
+
+    def _members(self, i: int, acc: dict, depth: int) -> Iterator[tuple[dict, int]]:
+        s = self.s
+        i = self.ws(i)
+        if i >= self.n:
+            return
+        if s[i] == "}":
+            yield dict(acc), i + 1
+            return
+        if s[i] not in "\"'":
+            return
+        for key, j in self.string(i, first_only=True):
+            j = self.ws(j)
+            if j >= self.n or s[j] != ":":
+                continue
+            for val, k in self.value(j + 1, depth):
+                k = self.ws(k)
+                if k >= self.n:
+                    continue
+                item = {**acc, key: val}
+                if s[k] == "}":
+                    yield item, k + 1
+                elif s[k] == ",":
+                    k2 = self.ws(k + 1)
+                    if k2 < self.n and s[k2] == "}":  # trailing comma
+                        yield item, k2 + 1
+                    else:
+                        yield from self._members(k + 1, item, depth)
+
+    def _items(self, i: int, acc: list, depth: int) -> Iterator[tuple[list, int]]:
+        s = self.s
+        i = self.ws(i)
+        if i >= self.n:
+            return
+        if s[i] == "]":
+            yield list(acc), i + 1
+            return
+        for val, k in self.value(i, depth):
+            k = self.ws(k)
+            if k >= self.n:
+                continue
+            if s[k] == "]":
+                yield [*acc, val], k + 1
+            elif s[k] == ",":
+                k2 = self.ws(k + 1)
+                if k2 < self.n and s[k2] == "]":
+                    yield [*acc, val], k2 + 1
+                else:
+                    yield from self._items(k + 1, [*acc, val], depth)
+
+
+def _strip_fence(text: str) -> str:
+    m = re.fullmatch(r"\s*```[A-Za-z0-9_-]*[ \t]*\n?(.*?)\n?[ \t]*```\s*", text, re.S)
+    return m.group(1) if m else text
+
+
+def _json_error(text: str) -> tuple[str, bool]:
+    """The strict parser's complaint about ``text`` and whether it stopped at the end of the text."""
+    try:
+        json.loads(text, strict=False)
+    except json.JSONDecodeError as exc:
+        at_end = exc.pos >= len(text.rstrip())
+        return f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", at_end
+    except (RecursionError, ValueError) as exc:
+        return f"invalid JSON: {exc}", False
+    return "invalid JSON", False
+
+
+def loads_tolerant(text: str) -> Any:
+    """Parse one JSON-like value, repairing what models get wrong.
+
+    Tries, in order: strict JSON (control characters allowed in strings), ``ast.literal_eval`` (Python dicts:
+    single quotes, ``True``/``False``/``None``, trailing commas), then the backtracking lenient reader (raw
+    newlines and unescaped quotes inside strings, mixed literals). Raises :class:`JSONRepairError` with the
+    strict parser's message ("invalid JSON at line L column C: ...") when all fail.
+    """
+    values = loads_tolerant_many(text)
+    if len(values) != 1:
+        raise JSONRepairError(f"expected one JSON value, found {len(values)}")
+    return values[0]
+
+
+def loads_tolerant_many(text: str) -> list[Any]:
+    """Parse one or more JSON-like values written one after another (optionally comma-separated), as
+    :func:`loads_tolerant` does for one. Raises :class:`JSONRepairError`."""
+    body = _strip_fence(text).strip()
+    if not body:
+        raise JSONRepairError("empty: expected a JSON object")
+    try:
+        return [json.loads(body, strict=False)]
+    except (ValueError, RecursionError):
+        pass
+    if body[0] in "{[" and len(body) < 100_000:
+        try:
+            with warnings.catch_warnings():  # "\d" in code is an invalid escape to Python, not an error here
+                warnings.simplefilter("ignore")
+                return [ast.literal_eval(body)]
+        except Exception:  # literal_eval raises ValueError, SyntaxError, TypeError, MemoryError, RecursionError
+            pass
+    reader = _Lenient(body)
+    try:
+        values = _read_sequence(reader, 0)
+    except (_GiveUp, RecursionError):
+        values = None
+    if values is not None:
+        return values
+    message, at_end = _json_error(body)
+    raise JSONRepairError(message, at_end=at_end or reader.hit_end)
+
+
+def _read_sequence(reader: _Lenient, i: int) -> list[Any] | None:
+    """Read values until the end of the text; None when no reading consumes it all."""
+    for val, j in reader.value(i):
+        j = reader.ws(j)
+        if j >= reader.n:
+            return [val]
+        if reader.s[j] == ",":
+            j += 1
+        rest = _read_sequence(reader, j)
+        if rest is not None:
+            return [val, *rest]
+    return None
+
+
+def _read_prefix(text: str, i: int) -> tuple[Any, int] | None:
+    """Read one JSON-like value starting at ``text[i]``; return (value, end) or None."""
+    try:
+        return json.JSONDecoder(strict=False).raw_decode(text, i)
+    except (ValueError, RecursionError):
+        pass
+    reader = _Lenient(text)
+    try:
+        for val, end in reader.value(i):
+            return val, end
+    except (_GiveUp, RecursionError):
+        return None
+    return None
+
+
+# ----------------------------------------------------------------------------------------------------------
+# call shapes
+
+
+class _CallError(ValueError):
+    pass
+
+
+def _is_call_shaped(obj: Any) -> bool:
+    """Whether a bare JSON object found in free text is meant as a tool call (not just any JSON the model wrote)."""
+    if not isinstance(obj, dict):
+        return False
+    if isinstance(obj.get("function"), dict):
+        return True
+    if isinstance(obj.get("name"), str) and any(k in obj for k in _ARG_KEYS):
+        return True
+    if isinstance(obj.get("tool"), str) or isinstance(obj.get("tool_name"), str):
+        return True
+    if isinstance(obj.get("function"), str) and any(k in obj for k in _ARG_KEYS):
+        return True
+    return isinstance(obj.get("tool_calls"), list) and any(_is_call_shaped(x) for x in obj["tool_calls"])
+
+
+def _normalize_call(obj: Any) -> tuple[str, dict]:
+    """(name, arguments) from one call object in any of the accepted shapes. Raises _CallError saying what is wrong."""
+    if not isinstance(obj, dict):
+        raise _CallError(f"a tool call must be a JSON object with 'name' and 'arguments', got {type(obj).__name__}")
+    if isinstance(obj.get("function"), dict):  # OpenAI shape: {"type": "function", "function": {...}}
+        inner = obj["function"]
+        obj = {**{k: v for k, v in obj.items() if k != "function"}, **inner}
+    name = None
+    for key in _NAME_KEYS:
+        if key in obj:
+            name = obj[key]
+            break
+    if name is None:
+        raise _CallError("missing 'name': a tool call needs {\"name\": ..., \"arguments\": {...}}")
+    if not isinstance(name, str) or not name.strip():
+        raise _CallError(f"'name' must be a non-empty string, got {json.dumps(name, default=str)[:60]}")
+    args: Any = {}
+    for key in _ARG_KEYS:
+        if key in obj:
+            args = obj[key]
+            break
+    if args is None:
+        args = {}
+    if isinstance(args, str):
+        text = args.strip()
+        if not text:
+            args = {}
+        else:
+            try:
+                args = loads_tolerant(text)
+            except JSONRepairError as exc:
+                raise _CallError(f"arguments of '{name}' is a string that is not valid JSON ({exc.message})") from None
+    if not isinstance(args, dict):
+        raise _CallError(f"arguments is not an object: '{name}' got {type(args).__name__}; "
+                         f"arguments must be a JSON object of parameter names to values")
+    return name.strip(), args
+
+
+def _expand(value: Any) -> list[Any]:
+    """One parsed value -> the call objects in it (a list of calls, or {"tool_calls": [...]})."""
+    if isinstance(value, list):
+        return list(value)
+    if isinstance(value, dict) and isinstance(value.get("tool_calls"), list) and not (
+            "name" in value or "function" in value):
+        return list(value["tool_calls"])
+    return [value]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# reasoning blocks
+
+
+def split_reasoning(text: str) -> tuple[str, list[str]]:
+    """Split ``<think>...</think>`` blocks out of ``text``: (text without them, [reasoning texts]).
+
+    An unclosed ``<think>`` runs to the end; a ``</think>`` with no opening (templates that put ``<think>`` in
+    the prompt) makes everything before it reasoning.
+    """
+    reasoning: list[str] = []
+    first_close = text.find(THINK_CLOSE)
+    first_open = text.find(THINK_OPEN)
+    if first_close != -1 and (first_open == -1 or first_close < first_open):
+        reasoning.append(text[:first_close])
+        text = text[first_close + len(THINK_CLOSE):]
+    out: list[str] = []
+    pos = 0
+    while True:
+        start = text.find(THINK_OPEN, pos)
+        if start == -1:
+            out.append(text[pos:])
+            break
+        out.append(text[pos:start])
+        end = text.find(THINK_CLOSE, start)
+        if end == -1:
+            reasoning.append(text[start + len(THINK_OPEN):])
+            break
+        reasoning.append(text[start + len(THINK_OPEN):end])
+        pos = end + len(THINK_CLOSE)
+    return "".join(out), [r.strip() for r in reasoning]
+
+
+def _tidy(parts: list[str]) -> str:
+    text = "\n".join(p.strip() for p in parts if p.strip())
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# extraction
+
+
+@attrs.define
+class _Extracted:
+    calls: list[tuple[str, dict, str]] = attrs.Factory(list)  # (name, arguments, raw)
+    content_parts: list[str] = attrs.Factory(list)
+    errors: list[str] = attrs.Factory(list)
+    truncated: bool = False
+
+
+_CALL_START = re.compile(
+    r"(?P<fence>```[A-Za-z0-9_-]*[ \t]*\n\s*)?"
+    r"(?P<obj>\{\s*[\"'](?:name|function|tool|tool_name|type|id|tool_calls)[\"']\s*:"
+    r"|\[\s*\{\s*[\"'](?:name|function|tool|tool_name|type|id)[\"']\s*:)")
+
+
+_NAMED_START = re.compile(r"\[?\s*\{\s*[\"'](?:name|function|tool|tool_name)[\"']\s*:")
+
+
+def _unbalanced_to_end(text: str, i: int) -> bool:
+    """Whether the bracket structure opened at ``text[i]`` is still open at the end of the text."""
+    depth = 0
+    in_str = False
+    j = i
+    n = len(text)
+    while j < n:
+        c = text[j]
+        if in_str:
+            if c == "\\":
+                j += 1
+            elif c == '"':
+                in_str = False
+        elif c == '"':
+            in_str = True
+        elif c in "{[":
+            depth += 1
+        elif c in "}]":
+            depth -= 1
+            if depth <= 0:
+                return False
+        j += 1
+    return depth > 0 or in_str
+
+
+def _scan_json(text: str, finish_reason: str) -> _Extracted:
+    """Find bare call objects in free text (the ``json`` parser and ``hermes``'s fallback)."""
+    ex = _Extracted()
+    pos = 0
+    last = 0
+    while True:
+        m = _CALL_START.search(text, pos)
+        if m is None:
+            break
+        start = m.start()
+        brace = m.start("obj")
+        got = _read_prefix(text, brace)
+        if got is None:
+            if finish_reason == "length" and (_unbalanced_to_end(text, brace) or _json_error(text[brace:])[1]):
+                ex.truncated = True
+                ex.errors.append(_TRUNCATED_MSG)
+                ex.content_parts.append(text[last:start])
+                last = len(text)
+                break
+            if _NAMED_START.match(text, brace):  # only report what is clearly meant as a call
+                message, _ = _json_error(text[brace:].split("\n\n", 1)[0])
+                ex.errors.append(f"could not read the tool call: {message}")
+            pos = m.end()
+            continue
+        value, end = got
+        calls = _expand(value)
+        if not any(_is_call_shaped(c) for c in calls):
+            pos = end
+            continue
+        end_full = end
+        if m.group("fence"):  # drop the closing fence with the call
+            fence = re.match(r"\s*```", text[end:])
+            if fence:
+                end_full = end + fence.end()
+        raw = text[brace:end]
+        for obj in calls:
+            try:
+                name, args = _normalize_call(obj)
+            except _CallError as exc:
+                ex.errors.append(str(exc))
+                continue
+            ex.calls.append((name, args, raw))
+        ex.content_parts.append(text[last:start])
+        last = pos = end_full
+    ex.content_parts.append(text[last:])
+    return ex
+
+
+def _parse_tag_body(body: str, raw: str, ex: _Extracted) -> None:
+    try:
+        values = loads_tolerant_many(body)
+    except JSONRepairError as exc:
+        ex.errors.append(f"could not read the tool call: {exc.message}")
+        return
+    calls = [c for v in values for c in _expand(v)]
+    for obj in calls:
+        try:
+            name, args = _normalize_call(obj)
+        except _CallError as exc:
+            ex.errors.append(str(exc))
+            continue
+        ex.calls.append((name, args, raw))
+
+
+def _scan_tags(text: str, finish_reason: str) -> _Extracted:
+    """Find ``<tool_call>`` blocks; an unclosed block at the end is truncated under ``finish_reason='length'``."""
+    ex = _Extracted()
+    pos = 0
+    while True:
+        start = text.find(TOOL_CALL_OPEN, pos)
+        if start == -1:
+            ex.content_parts.append(text[pos:])
+            break
+        ex.content_parts.append(text[pos:start])
+        body_start = start + len(TOOL_CALL_OPEN)
+        close = text.find(TOOL_CALL_CLOSE, body_start)
+        reopen = text.find(TOOL_CALL_OPEN, body_start)
+        if close != -1 and (reopen == -1 or close < reopen):
+            end = close + len(TOOL_CALL_CLOSE)
+            _parse_tag_body(text[body_start:close], text[start:end], ex)
+            pos = end
+            continue
+        if reopen != -1:  # a block with no closing tag before the next block
+            _parse_tag_body(text[body_start:reopen], text[start:reopen], ex)
+            pos = reopen
+            continue
+        # Unclosed block at the end of the message.
+        if finish_reason == "length":
+            ex.truncated = True
+            ex.errors.append(_TRUNCATED_MSG)
+        elif text[body_start:].strip():
+            # Servers that use </tool_call> as a stop string drop the closing tag: the body may be complete.
+            _parse_tag_body(text[body_start:], text[start:], ex)
+        else:
+            ex.errors.append("empty <tool_call> block: expected a JSON object with 'name' and 'arguments'")
+        break
+    ex.content_parts = [p.replace(TOOL_CALL_CLOSE, "") for p in ex.content_parts]
+    return ex
+
+
+def _ends_with_partial_tag(text: str) -> bool:
+    tail = text.rstrip()
+    return any(tail.endswith(TOOL_CALL_OPEN[:k]) for k in range(2, len(TOOL_CALL_OPEN)))
+
+
+def _build(visible: str, reasoning: list[str], ex: _Extracted, drafted: int, finish_reason: str) -> ParseResult:
+    calls = [ToolCall(name=name, arguments=args, id=f"call_{i}", raw=raw) for i, (name, args, raw) in
+             enumerate(ex.calls)]
+    truncated = ex.truncated
+    errors = list(ex.errors)
+    content = _tidy(ex.content_parts)
+    if finish_reason == "length" and not truncated and _ends_with_partial_tag(visible):
+        truncated = True
+        errors.append(_TRUNCATED_MSG)
+        content = re.sub(r"<[a-z_/]*$", "", content).rstrip()
+    return ParseResult(calls=calls, content=content, errors=errors, truncated=truncated, drafted=drafted,
+                       reasoning="\n\n".join(r for r in reasoning if r))
+
+
+class HermesParser:
+    """``<tool_call>{json}</tool_call>`` blocks (Hermes, Qwen2.5/3, many fine-tunes); the tolerant JSON scan of
+    :class:`JsonParser` when a message has no ``<tool_call>`` tag. Never raises."""
+
+    name = "hermes"
+
+    def parse(self, text: str, finish_reason: str = "stop") -> ParseResult:
+        text = text or ""
+        visible, reasoning = split_reasoning(text)
+        drafted = sum(len(self._extract(r, "stop").calls) for r in reasoning)
+        ex = self._extract(visible, finish_reason)
+        return _build(visible, reasoning, ex, drafted, finish_reason)
+
+    @staticmethod
+    def _extract(text: str, finish_reason: str) -> _Extracted:
+        if TOOL_CALL_OPEN in text:
+            return _scan_tags(text, finish_reason)
+        ex = _scan_json(text, finish_reason)
+        ex.content_parts = [p.replace(TOOL_CALL_CLOSE, "") for p in ex.content_parts]
+        return ex
+
+
+class JsonParser:
+    """Bare JSON tool calls anywhere in the text: ``{"name": ..., "arguments": ...}`` objects, ```json fences,
+    lists of calls, and the ``{"function": {...}}`` / ``{"tool": ..., "parameters": ...}`` shapes. Never raises."""
+
+    name = "json"
+
+    def parse(self, text: str, finish_reason: str = "stop") -> ParseResult:
+        text = text or ""
+        visible, reasoning = split_reasoning(text)
+        drafted = sum(len(_scan_json(r, "stop").calls) for r in reasoning)
+        ex = _scan_json(visible, finish_reason)
+        ex.content_parts = [p.replace(TOOL_CALL_OPEN, "").replace(TOOL_CALL_CLOSE, "") for p in ex.content_parts]
+        return _build(visible, reasoning, ex, drafted, finish_reason)
+
+
+class OpenAIParser:
+    """A server's native tool calls (OpenAI chat-completions ``message.tool_calls``, arguments as JSON strings)
+    via :meth:`parse_message`; plain text goes through :class:`HermesParser`. Never raises."""
+
+    name = "openai"
+
+    def __init__(self) -> None:
+        self._text = HermesParser()
+
+    def parse(self, text: str, finish_reason: str = "stop") -> ParseResult:
+        return self._text.parse(text, finish_reason)
+
+    def parse_message(self, message: dict, finish_reason: str = "stop") -> ParseResult:
+        """Parse an assistant ``message`` dict (``content``, ``tool_calls``, optional ``reasoning_content``).
+
+        Server-given call ids are kept; missing ones become ``call_<n>``. When the message has no
+        ``tool_calls``, its content is parsed as text (models served without a tool parser emit tags).
+        """
+        message = message or {}
+        native = message.get("tool_calls") or []
+        content = message.get("content") or ""
+        if isinstance(content, list):  # content parts
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        if not native:
+            result = self.parse(content, finish_reason)
+        else:
+            visible, reasoning = split_reasoning(content)
+            result = ParseResult(content=visible.strip(), reasoning="\n\n".join(r for r in reasoning if r))
+            for i, item in enumerate(native):
+                raw = json.dumps(item, ensure_ascii=False, default=str)
+                try:
+                    name, args = _normalize_call(item)
+                except _CallError as exc:
+                    if finish_reason == "length" and i == len(native) - 1:
+                        result.truncated = True
+                        result.errors.append(_TRUNCATED_MSG)
+                    else:
+                        result.errors.append(str(exc))
+                    continue
+                call_id = item.get("id") if isinstance(item, dict) else None
+                result.calls.append(ToolCall(name=name, arguments=args, id=call_id or f"call_{i}", raw=raw))
+        extra = message.get("reasoning_content") or message.get("reasoning")
+        if isinstance(extra, str) and extra.strip():
+            result.drafted += len(HermesParser._extract(extra, "stop").calls)
+            result.reasoning = "\n\n".join(r for r in (extra.strip(), result.reasoning) if r)
+        return result
+
+
+BUILTIN_PARSERS = (HermesParser, JsonParser, OpenAIParser)
