@@ -1,1 +1,90 @@
-"""Built-in plugin module (filled in by its owner)."""
+"""Built-in inference engines (``hf``, ``openai``, ``vllm``) and the ``skyrl serve`` command.
+
+Each factory takes the whole Config and imports its engine module only when called, so loading the default
+plugins (and ``skyrl --help``) never imports torch, transformers, httpx or vllm.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..hookspecs import hookimpl
+
+
+def _options(config: Any, allowed: set[str], engine: str) -> dict[str, Any]:
+    from ..errors import ConfigError
+
+    opts = dict(config.engine.options or {})
+    unknown = sorted(set(opts) - allowed)
+    if unknown:
+        raise ConfigError(f"engine.options {unknown} are not understood by the '{engine}' engine; "
+                          f"valid: {', '.join(sorted(allowed)) or '(none)'}")
+    return opts
+
+
+def hf_engine(config: Any):
+    """``engine.type: hf``: in-process transformers with continuous batching (options: ``max_context``)."""
+    from ..inference.hf import HFEngine
+
+    opts = _options(config, {"max_context"}, "hf")
+    return HFEngine(model=config.model, max_batch=config.engine.max_batch, device=config.engine.device,
+                    dtype=config.engine.dtype, max_context=opts.get("max_context"))
+
+
+def openai_engine(config: Any):
+    """``engine.type: openai``: any OpenAI-compatible server at ``engine.base_url`` (options: ``retries``,
+    ``max_context``, ``token_prompts``: auto | true | false)."""
+    from ..inference.openai import OpenAIEngine
+
+    opts = _options(config, {"retries", "max_context", "token_prompts"}, "openai")
+    return OpenAIEngine(model=config.model, base_url=config.engine.base_url, api_key=config.engine.api_key,
+                        served_model=config.engine.served_model, timeout_s=config.engine.timeout_s,
+                        max_concurrency=config.engine.max_batch, **opts)
+
+
+def vllm_engine(config: Any):
+    """``engine.type: vllm``: in-process vLLM AsyncLLM (options: ``gpu_memory_utilization``, ``max_model_len``,
+    ``tensor_parallel_size``, ``enforce_eager``)."""
+    from ..inference.vllm import VLLMEngine
+
+    opts = _options(config, {"gpu_memory_utilization", "max_model_len", "tensor_parallel_size", "enforce_eager"},
+                    "vllm")
+    return VLLMEngine(model=config.model, max_batch=config.engine.max_batch, dtype=config.engine.dtype, **opts)
+
+
+@hookimpl(trylast=True)
+def register_inference_engines(register):
+    register(hf_engine, name="hf")
+    register(openai_engine, name="openai")
+    register(vllm_engine, name="vllm")
+
+
+@hookimpl(trylast=True)
+def register_commands(register):
+    import typer
+
+    def serve(
+        model: str = typer.Option("smollm2-135m-instruct", "--model", help="Bundled model name or local HF dir."),
+        host: str = typer.Option("127.0.0.1", "--host", help="Address to bind."),
+        port: int = typer.Option(8000, "--port", help="TCP port (0 picks a free one; the bound port is logged)."),
+        max_batch: int = typer.Option(16, "--max-batch", help="Requests decoded together."),
+        device: str = typer.Option("auto", "--device", help="auto | cpu | cuda | cuda:N"),
+        dtype: str = typer.Option("auto", "--dtype", help="auto | float32 | bfloat16 | float16"),
+        served_name: str = typer.Option(None, "--served-model-name",
+                                        help="Model name clients send (default: --model)."),
+        text_only: bool = typer.Option(False, "--text-only",
+                                       help="Reject token-id prompts and omit token ids, like a text-only server "
+                                            "(for testing clients' fallback)."),
+        api_key: str = typer.Option(None, "--api-key", envvar="SKYRL_SERVE_API_KEY",
+                                    help="Require 'Authorization: Bearer KEY' (default: no auth)."),
+    ) -> None:
+        """Serve the hf engine as an OpenAI-compatible HTTP server (/v1/models, /v1/completions,
+        /v1/chat/completions, POST /v1/load_weights)."""
+        from ..inference.serve import run_server
+
+        run_server(model=model, host=host, port=port, max_batch=max_batch, device=device, dtype=dtype,
+                   served_name=served_name, text_only=text_only, api_key=api_key)
+
+    app = typer.Typer(rich_markup_mode=None, add_completion=False)
+    app.command("serve")(serve)
+    register(typer.main.get_command(app), name="serve")

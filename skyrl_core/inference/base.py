@@ -8,6 +8,13 @@ from typing import Any
 
 import attrs
 
+from ..errors import SkyrlError
+
+
+class EngineError(SkyrlError):
+    """An engine call failed: server error or timeout, a crashed worker, a closed engine. The message names the
+    engine and the cause; the agent loop turns it into a named finish reason."""
+
 
 @attrs.define(frozen=True)
 class SamplingParams:
@@ -39,6 +46,11 @@ class GenerationOutput:
 class EngineStats:
     """Live load figures a dispatcher reads: requests in flight and queued, and the engine's batch capacity.
 
+    ``forward_passes`` counts model forward calls (prefills + decode steps); ``decode_steps`` the batched decode
+    steps and ``decode_rows`` the sum of their batch sizes, so ``decode_rows / decode_steps`` is the mean decode
+    batch; ``max_batch_seen`` the largest decode batch; ``errors`` failed requests. Engines that cannot see these
+    (a remote server) leave them at 0.
+
     ``busy_s`` accumulates seconds with at least one request in flight; ``occupancy_integral`` accumulates
     (requests in flight / capacity) x seconds, so ``occupancy_integral / wall`` is the mean batch occupancy.
     """
@@ -51,6 +63,11 @@ class EngineStats:
     tokens_out: int = 0
     busy_s: float = 0.0
     occupancy_integral: float = 0.0
+    forward_passes: int = 0
+    decode_steps: int = 0
+    decode_rows: int = 0
+    max_batch_seen: int = 0
+    errors: int = 0
     _last: float = attrs.field(factory=time.perf_counter, repr=False)
 
     def _tick(self, now: float | None = None) -> None:
@@ -80,7 +97,9 @@ class EngineStats:
         self._tick()
         return {"capacity": self.capacity, "in_flight": self.in_flight, "queued": self.queued,
                 "requests": self.requests, "tokens_in": self.tokens_in, "tokens_out": self.tokens_out,
-                "busy_s": self.busy_s, "occupancy_integral": self.occupancy_integral}
+                "busy_s": self.busy_s, "occupancy_integral": self.occupancy_integral,
+                "forward_passes": self.forward_passes, "decode_steps": self.decode_steps,
+                "decode_rows": self.decode_rows, "max_batch_seen": self.max_batch_seen, "errors": self.errors}
 
 
 class Engine(abc.ABC):
