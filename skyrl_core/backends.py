@@ -1,0 +1,63 @@
+"""Training backends: what turns a :class:`~skyrl_core.transitions.TrainingBatch` into a policy update.
+
+A backend is registered through ``register_backends`` as ``register(cls_or_factory, name="...")`` and built as
+``cls(config: Config, engine)``. The built-in one is ``local`` (:mod:`skyrl_core.trainer.local`, a torch trainer
+in this process); bridges to VeRL, SkyRL-train and Tinker are plugins that translate the same batch format.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+from typing import Any
+
+from .errors import SkyrlError
+
+
+class TrainingDivergedError(SkyrlError):
+    """Too many training steps in a row had a non-finite loss or gradient (see ``train.max_bad_steps``)."""
+
+
+class Backend(abc.ABC):
+    """A training backend bound to one run.
+
+    ``train_step`` runs one update (possibly several optimizer steps when ``backend.mini_batches`` > 1) and
+    returns float metrics; ``sync_weights`` makes ``engine`` sample from the updated policy; ``save``/``load``
+    write and read everything the backend needs to continue (weights, optimizer state) in a directory.
+    ``bad_steps`` counts consecutive skipped (non-finite) updates; the training loop stops at
+    ``train.max_bad_steps``.
+    """
+
+    name: str = "backend"
+
+    def __init__(self, config: Any, engine: Any = None) -> None:
+        self.config = config
+        self.engine = engine
+        self.bad_steps = 0
+
+    @abc.abstractmethod
+    async def train_step(self, batch: Any) -> dict[str, float]:
+        """Update the policy on ``batch`` (a TrainingBatch); return metrics such as ``loss``, ``grad_norm``."""
+
+    @abc.abstractmethod
+    async def sync_weights(self, engine: Any) -> None:
+        """Make ``engine`` generate with the current policy weights."""
+
+    @abc.abstractmethod
+    def save(self, directory: str | os.PathLike) -> None:
+        """Write the backend state into ``directory`` (which exists and is empty)."""
+
+    @abc.abstractmethod
+    def load(self, directory: str | os.PathLike) -> None:
+        """Restore the state written by :meth:`save`. Raises SkyrlError naming the missing file."""
+
+    async def close(self) -> None:
+        """Release resources. Safe to call twice."""
+
+
+def create_backend(config: Any, engine: Any = None) -> Backend:
+    """Build the backend named by ``config.backend.type`` from the plugin registry."""
+    from .plugins import get_registry
+
+    factory = get_registry().get("backends", config.backend.type)
+    return factory(config, engine)

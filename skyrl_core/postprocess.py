@@ -1,0 +1,114 @@
+"""Post-processing: recorded transitions -> the backend-agnostic :class:`~skyrl_core.transitions.TrainingBatch`.
+
+Packing (SkyRL-Agent, arXiv 2511.16108, Sec. 3.3): a multi-turn trajectory makes one LLM call per turn, and each
+call's input usually is the previous call's input + output + the new observation tokens. Such a call is packed
+into the same datum: the observation tokens join the response with ``response_mask`` 0 (the model did not
+generate them) and the new output tokens with mask 1. A call whose input does not extend the previous one — a
+context reset by a summarise or MemAgent "next" tool (``Transition.new_context``), or a re-tokenised history —
+starts a new datum. One datum per trajectory instead of one per call processes each shared prefix once; the
+saving is reported as ``packing_saving`` (1 - packed tokens / one-datum-per-call tokens).
+
+Every datum carries its trajectory's reward and advantage; ``is_last_step`` marks a trajectory's final datum.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from .advantages import compute_advantages, zero_advantage_groups
+from .transitions import Datum, Trajectory, TrainingBatch, Transition
+
+
+def pack_transitions(transitions: Sequence[Transition]) -> list[dict]:
+    """Pack one trajectory's transitions into sequences.
+
+    Returns a list of dicts with ``prompt_ids`` [prompt_len], ``response_ids`` [resp_len], ``response_mask``
+    [resp_len] (1 = generated), ``rollout_logprobs`` [resp_len] or None (None if any packed call lacks them;
+    0.0 at mask-0 positions) and ``num_calls``. Empty-output calls still count as calls.
+    """
+    seqs: list[dict] = []
+    cur: dict | None = None
+    for t in transitions:
+        extends = (cur is not None and not t.new_context
+                   and len(t.input_ids) >= cur["_len"]
+                   and t.input_ids[: cur["_len"]] == cur["prompt_ids"] + cur["response_ids"])
+        if extends:
+            observation = t.input_ids[cur["_len"]:]
+            cur["response_ids"] += observation + list(t.output_ids)
+            cur["response_mask"] += [0] * len(observation) + [1] * len(t.output_ids)
+            if cur["rollout_logprobs"] is not None and t.output_logprobs is not None:
+                cur["rollout_logprobs"] += [0.0] * len(observation) + list(t.output_logprobs)
+            else:
+                cur["rollout_logprobs"] = None
+            cur["num_calls"] += 1
+        else:
+            cur = {
+                "prompt_ids": list(t.input_ids),
+                "response_ids": list(t.output_ids),
+                "response_mask": [1] * len(t.output_ids),
+                "rollout_logprobs": None if t.output_logprobs is None else list(t.output_logprobs),
+                "num_calls": 1,
+            }
+            seqs.append(cur)
+        cur["_len"] = len(cur["prompt_ids"]) + len(cur["response_ids"])
+    for s in seqs:
+        del s["_len"]
+    return seqs
+
+
+def build_training_batch(trajectories: Sequence[Trajectory], advantage: str = "rloo", std_normalize: bool = False,
+                         skip_zero_advantage: bool = True) -> TrainingBatch:
+    """Turn a step's trajectories into a TrainingBatch (packing, masks, advantages).
+
+    Advantages come from :func:`skyrl_core.advantages.compute_advantages` over *all* trajectories (masked ones
+    keep their reward in the group baseline). Masked trajectories yield data with ``loss_mask`` 0. With
+    ``skip_zero_advantage`` the data of groups whose rewards are all equal are left out (their gradient is zero;
+    computing it only costs time); they are counted in ``zero_advantage_groups``. Trajectories without
+    transitions (failed before their first LLM call) yield no data.
+
+    Metrics (all floats): ``trajectories``, ``groups``, ``masked_trajectories``, ``failed_trajectories`` (with
+    an error), ``zero_advantage_groups``, ``data``, ``calls``, ``tokens_packed`` and ``tokens_unpacked``
+    (prompt + response tokens, of the kept data), ``packing_saving`` (0..1), ``response_tokens``,
+    ``generated_tokens``, ``reward_mean``, ``advantage_abs_mean``.
+    """
+    trajectories = list(trajectories)
+    rewards = [float(t.reward) for t in trajectories]
+    groups = [t.group_id for t in trajectories]
+    advs = compute_advantages(rewards, groups, method=advantage, std_normalize=std_normalize,
+                              masked=[t.masked for t in trajectories])
+    zero = zero_advantage_groups(rewards, groups) if advantage != "none" else set()
+    data: list[Datum] = []
+    calls = packed = unpacked = generated = 0
+    for traj, adv in zip(trajectories, advs):
+        if skip_zero_advantage and traj.group_id in zero:
+            continue
+        seqs = pack_transitions(traj.transitions)
+        calls += len(traj.transitions)
+        unpacked += sum(len(t.input_ids) + len(t.output_ids) for t in traj.transitions)
+        for i, s in enumerate(seqs):
+            packed += len(s["prompt_ids"]) + len(s["response_ids"])
+            generated += sum(s["response_mask"])
+            data.append(Datum(
+                prompt_ids=s["prompt_ids"], response_ids=s["response_ids"], response_mask=s["response_mask"],
+                rollout_logprobs=s["rollout_logprobs"], reward=float(traj.reward), advantage=float(adv),
+                trajectory_id=traj.id, group_id=traj.group_id, is_last_step=i == len(seqs) - 1,
+                loss_mask=0 if traj.masked else 1, num_calls=s["num_calls"],
+            ))
+    n = len(trajectories)
+    metrics = {
+        "trajectories": float(n),
+        "groups": float(len(set(groups))),
+        "masked_trajectories": float(sum(t.masked for t in trajectories)),
+        "failed_trajectories": float(sum(t.error is not None for t in trajectories)),
+        "zero_advantage_groups": float(len(zero)),
+        "data": float(len(data)),
+        "calls": float(calls),
+        "tokens_packed": float(packed),
+        "tokens_unpacked": float(unpacked),
+        "packing_saving": 1.0 - packed / unpacked if unpacked else 0.0,
+        "response_tokens": float(sum(len(d.response_ids) for d in data)),
+        "generated_tokens": float(generated),
+        "reward_mean": sum(rewards) / n if n else 0.0,
+        "advantage_abs_mean": sum(abs(a) for a in advs) / n if n else 0.0,
+    }
+    return TrainingBatch(data=data, metrics=metrics)

@@ -1,0 +1,85 @@
+"""Token-level policy-gradient losses.
+
+The default objective is the paper's recipe: a token-level policy gradient with PPO-style clipping of the
+probability ratio (Schulman et al. 2017, "Proximal Policy Optimization Algorithms", Eq. 7), averaged over all
+generated tokens of the mini-batch (token-mean, as in DAPO / Dr. GRPO, Liu et al. 2025: no per-response length
+normalisation), no KL and no entropy term. When the mini-batch is the whole batch the trainer's "old" logprobs
+are the current ones, the ratio is exactly 1 and the loss is the plain on-policy policy gradient.
+
+Truncated importance sampling (Yao et al. 2025, "Your Efficient RL Framework Secretly Brings You Off-Policy RL
+Training", Eq. 3): the sampler (rollout engine) and the trainer compute slightly different probabilities for the
+same tokens; each token's loss is weighted by ``min(pi_old(y) / pi_rollout(y), C)`` (detached) with cap ``C``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean of ``values`` over positions where ``mask`` is 1 (0.0 when the mask is empty). Shapes broadcast."""
+    mask = mask.to(values.dtype)
+    return (values * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
+                clip_low: float = 0.2, clip_high: float | None = None, tis_cap: float | None = None,
+                rollout_logprobs: torch.Tensor | None = None) -> tuple[torch.Tensor, dict]:
+    """PPO-clipped token-level policy-gradient loss, token-mean over ``mask``.
+
+    All tensors are ``[batch, resp_len]``: ``logprobs`` (with grad) of the response tokens under the policy being
+    trained; ``old_logprobs`` under the policy that the batch is attributed to (the trainer's logprobs before this
+    step's first update); ``advantages`` broadcast per token; ``mask`` 1 for tokens that enter the loss.
+    ``clip_low``/``clip_high`` bound the ratio to ``[1 - clip_low, 1 + clip_high]`` (``clip_high`` defaults to
+    ``clip_low``; a larger one is DAPO's "clip-higher"). ``tis_cap`` with ``rollout_logprobs`` enables truncated
+    importance sampling. Returns the scalar loss and detached float metrics: ``clip_fraction``,
+    ``ratio_mean``, ``ratio_max``, ``tis_weight_mean``, ``rollout_kl`` (mean of ``old - rollout`` logprobs, an
+    estimate of KL(trainer || sampler)) where ``rollout_logprobs`` is given.
+
+    Raises ValueError when the shapes differ or ``tis_cap`` is set without ``rollout_logprobs``.
+    """
+    shape = logprobs.shape
+    for name, t in (("old_logprobs", old_logprobs), ("advantages", advantages), ("mask", mask)):
+        if t.shape != shape:
+            raise ValueError(f"policy_loss: {name} has shape {tuple(t.shape)}, logprobs {tuple(shape)}")
+    if tis_cap is not None and rollout_logprobs is None:
+        raise ValueError("policy_loss: tis_cap needs rollout_logprobs (the engine gave no logprobs)")
+    clip_high = clip_low if clip_high is None else clip_high
+    mask = mask.to(logprobs.dtype)
+    log_ratio = logprobs - old_logprobs.detach()
+    ratio = torch.exp(log_ratio)
+    adv = advantages.to(logprobs.dtype)
+    unclipped = ratio * adv
+    clipped = torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high) * adv
+    per_token = -torch.minimum(unclipped, clipped)
+    metrics: dict[str, float] = {}
+    if rollout_logprobs is not None:
+        if rollout_logprobs.shape != shape:
+            raise ValueError(f"policy_loss: rollout_logprobs has shape {tuple(rollout_logprobs.shape)}, "
+                             f"logprobs {tuple(shape)}")
+        diff = (old_logprobs.detach() - rollout_logprobs).to(logprobs.dtype)
+        metrics["rollout_kl"] = float(masked_mean(diff, mask))
+        if tis_cap is not None:
+            weight = torch.exp(diff).clamp(max=tis_cap).detach()
+            per_token = per_token * weight
+            metrics["tis_weight_mean"] = float(masked_mean(weight, mask))
+    loss = masked_mean(per_token, mask)
+    with torch.no_grad():
+        was_clipped = ((unclipped - clipped).abs() > 0).to(logprobs.dtype)
+        metrics["clip_fraction"] = float(masked_mean(was_clipped, mask))
+        metrics["ratio_mean"] = float(masked_mean(ratio, mask))
+        metrics["ratio_max"] = float((ratio * mask).max()) if mask.any() else 1.0
+    return loss, metrics
+
+
+def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Token-mean of the non-negative "k3" estimator of KL(pi || pi_ref) (Schulman 2020, "Approximating KL
+    Divergence"): ``exp(ref - lp) - (ref - lp) - 1``. Tensors ``[batch, resp_len]``."""
+    d = (ref_logprobs.detach() - logprobs)
+    return masked_mean(torch.exp(d) - d - 1.0, mask)
+
+
+def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
+    """Per-position entropy in nats of the categorical given by ``logits`` [..., vocab] -> [...]."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    return -(logp.exp() * logp).sum(-1)
