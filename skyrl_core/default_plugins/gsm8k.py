@@ -1,1 +1,48 @@
-"""Built-in plugin module (filled in by its owner)."""
+"""Built-in GSM8K tasks: ``gsm8k`` (word problems) and ``gsm8k_steps`` (their calculation steps), the ``gsm8k``
+instruction builder and the ``gsm8k_answer`` verifier. The logic lives in :mod:`skyrl_core.gsm8k`."""
+
+from __future__ import annotations
+
+from ..gsm8k import build_instruction, gsm8k_answer, load_gsm8k, load_gsm8k_steps
+from ..hookspecs import hookimpl
+from ..tasks import DataSpec, Task
+
+GSM8K = Task(
+    name="gsm8k",
+    description="GSM8K grade-school math word problems (test 1319, train 7473; bundled, MIT); reward 1 when the "
+                "final number is right",
+    load=load_gsm8k,
+    instruction_builder="gsm8k",
+    tools=("python", "finish"),
+    verifier="gsm8k_answer",
+    runtime="sandbox",
+    default_data=DataSpec(split="test"),
+)
+
+GSM8K_STEPS = Task(
+    name="gsm8k_steps",
+    description="The <<48/2=24>> calculation steps of GSM8K's worked answers, each posed as a question "
+                "('Calculate 48/2.'); easier, real data",
+    load=load_gsm8k_steps,
+    instruction_builder="gsm8k",
+    tools=("python", "finish"),
+    verifier="gsm8k_answer",
+    runtime="sandbox",
+    default_data=DataSpec(split="train"),
+)
+
+
+@hookimpl(trylast=True)
+def register_tasks(register):
+    register(GSM8K)
+    register(GSM8K_STEPS)
+
+
+@hookimpl(trylast=True)
+def register_instruction_builders(register):
+    register(build_instruction, name="gsm8k")
+
+
+@hookimpl(trylast=True)
+def register_verifiers(register):
+    register(gsm8k_answer, name="gsm8k_answer")
