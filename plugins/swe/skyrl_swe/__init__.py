@@ -1,0 +1,52 @@
+"""skyrl-swe: software-engineering agents — bash, a file editor and AST code search over sandboxed repositories,
+SWE-bench data, test-based rewards and a task generator. Hook implementations only."""
+
+from skyrl_core import hookimpl
+
+
+@hookimpl
+def register_tools(register):
+    from .bash import bash_tool
+    from .editor import editor_tool
+    from .search import search_tool
+    from .submit import submit_tool
+
+    for tool in (bash_tool, editor_tool, search_tool, submit_tool):
+        register(tool)
+
+
+@hookimpl
+def register_runtimes(register):
+    from .runtime import DockerRuntime, SweSandbox
+
+    register(SweSandbox)
+    register(DockerRuntime)
+
+
+@hookimpl
+def register_instruction_builders(register):
+    from .tasks import build_swe_instructions
+
+    register(build_swe_instructions, name="swe")
+
+
+@hookimpl
+def register_verifiers(register):
+    from .verifier import swe_tests
+
+    register(swe_tests, name="swe_tests")
+
+
+@hookimpl
+def register_tasks(register):
+    from .tasks import r2e_gym_task, swe_task
+
+    register(swe_task)
+    register(r2e_gym_task)
+
+
+@hookimpl
+def register_commands(register):
+    from .cli import swe_app
+
+    register(swe_app, name="swe")

@@ -1,0 +1,326 @@
+"""The ``str_replace_editor`` tool: view, create, str_replace, insert and undo_edit on files in the workspace
+(the editor interface of SWE-agent / OpenHands that SkyRL-Agent's SWE task uses, arXiv 2511.16108, Sec. 4.1).
+
+Files keep their encoding (UTF-8, UTF-8 with BOM, UTF-16 with BOM, else Latin-1), their line endings (a CRLF
+file stays CRLF; the model's strings are matched with LF) and their tabs. Every failure is a ToolResult with
+``error=True`` and a message saying what would work; nothing raises into the agent loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import os
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from skyrl_core import Tool, ToolContext, ToolResult
+
+from .runtime import prepare_for_tool
+
+SNIPPET_CONTEXT = 4  # lines shown around an edit
+MAX_VIEW_CHARS = 20000
+MAX_UNDO = 20
+DIR_DEPTH = 2
+
+
+class EditorError(Exception):
+    """A user-facing editor failure; its message goes back to the model."""
+
+
+@attrs.define
+class FileText:
+    """A decoded file: ``text`` with LF line endings, and how to write it back (``encoding``, ``bom``, ``crlf``)."""
+
+    text: str
+    encoding: str = "utf-8"
+    bom: bytes = b""
+    crlf: bool = False
+
+    @classmethod
+    def decode(cls, data: bytes) -> "FileText":
+        for bom, enc in ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"),
+                         (codecs.BOM_UTF16_BE, "utf-16-be")):
+            if data.startswith(bom):
+                text = data[len(bom):].decode(enc, errors="replace")
+                return cls._split(text, enc, bom)
+        try:
+            return cls._split(data.decode("utf-8"), "utf-8", b"")
+        except UnicodeDecodeError:
+            return cls._split(data.decode("latin-1"), "latin-1", b"")
+
+    @classmethod
+    def _split(cls, text: str, encoding: str, bom: bytes) -> "FileText":
+        crlf = "\r\n" in text
+        return cls(text=text.replace("\r\n", "\n") if crlf else text, encoding=encoding, bom=bom, crlf=crlf)
+
+    def encode(self, text: str | None = None) -> bytes:
+        text = self.text if text is None else text
+        if self.crlf:
+            text = text.replace("\r\n", "\n").replace("\n", "\r\n")
+        try:
+            return self.bom + text.encode(self.encoding)
+        except UnicodeEncodeError as exc:
+            raise EditorError(f"the new text has characters ({exc.object[exc.start:exc.end]!r}) that the file's "
+                              f"encoding {self.encoding} cannot hold; use an escape or ASCII instead") from None
+
+
+def _numbered(lines: list[str], first: int) -> str:
+    return "\n".join(f"{n:6d}\t{line}" for n, line in enumerate(lines, start=first))
+
+
+class Editor:
+    """Editor operations on one workspace directory. ``history`` maps a relative path to earlier contents
+    (bytes, or None for a file the editor created) for ``undo_edit``."""
+
+    def __init__(self, root: str | os.PathLike, history: dict[str, list[bytes | None]] | None = None) -> None:
+        self.root = Path(root).resolve()
+        self.history = history if history is not None else {}
+
+    def resolve(self, path: str) -> tuple[Path, str]:
+        if not path:
+            raise EditorError("argument 'path' is empty; give a path relative to the repository root")
+        raw = Path(path)
+        full = (raw if raw.is_absolute() else self.root / raw).resolve()
+        if full != self.root and self.root not in full.parents:
+            raise EditorError(f"path '{path}' is outside the workspace {self.root}; give a path inside it "
+                              f"(relative paths are relative to the workspace)")
+        return full, str(full.relative_to(self.root)) if full != self.root else "."
+
+    def _read(self, full: Path, rel: str) -> tuple[bytes, FileText]:
+        if not full.exists():
+            raise EditorError(f"file '{rel}' does not exist; create it with command 'create'")
+        if full.is_dir():
+            raise EditorError(f"'{rel}' is a directory; only 'view' works on directories")
+        data = full.read_bytes()
+        if b"\x00" in data[:8192] and not data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+            raise EditorError(f"'{rel}' is a binary file; the editor only edits text")
+        return data, FileText.decode(data)
+
+    def _save(self, full: Path, rel: str, old: bytes | None, new: bytes) -> None:
+        stack = self.history.setdefault(rel, [])
+        stack.append(old)
+        del stack[:-MAX_UNDO]
+        full.parent.mkdir(parents=True, exist_ok=True)
+        full.write_bytes(new)
+
+    # -- commands ----------------------------------------------------------------------------------------------
+    def view(self, path: str, view_range: list[int] | None = None) -> str:
+        full, rel = self.resolve(path)
+        if full.is_dir():
+            if view_range:
+                raise EditorError("view_range applies to files, not directories")
+            return self._list_dir(full, rel)
+        _data, ft = self._read(full, rel)
+        lines = ft.text.split("\n")
+        if ft.text.endswith("\n"):
+            lines.pop()
+        first, last = 1, len(lines)
+        if view_range:
+            if len(view_range) != 2 or not all(isinstance(v, int) for v in view_range):
+                raise EditorError("view_range must be two integers [start, end] (end -1 = to the end of the file)")
+            first, last = view_range
+            if last == -1:
+                last = len(lines)
+            if not 1 <= first <= max(len(lines), 1):
+                raise EditorError(f"view_range start {first} is outside the file's lines 1..{len(lines)}")
+            if last < first:
+                raise EditorError(f"view_range end {last} is before its start {first}; use -1 for the end of file")
+            last = min(last, len(lines))
+        body = _numbered(lines[first - 1:last], first)
+        if len(body) > MAX_VIEW_CHARS:
+            cut = body[:MAX_VIEW_CHARS]
+            shown_last = first + cut.count("\n") - 1
+            body = (cut[: cut.rfind("\n")] + f"\n[file truncated at line {shown_last}: view the rest with "
+                    f"view_range [{shown_last + 1}, {last}], or search it for a definition]")
+        notes = []
+        if ft.crlf:
+            notes.append("CRLF line endings, kept on edit")
+        if ft.encoding != "utf-8" or ft.bom:
+            notes.append(f"encoding {ft.encoding}{' with BOM' if ft.bom else ''}, kept on edit")
+        header = f"Here's the result of running `cat -n` on {rel}" + (f" ({'; '.join(notes)})" if notes else "") + ":"
+        return f"{header}\n{body}"
+
+    def _list_dir(self, full: Path, rel: str) -> str:
+        rows: list[str] = []
+
+        def walk(d: Path, depth: int) -> None:
+            try:
+                entries = sorted(d.iterdir(), key=lambda p: (not p.is_dir(), p.name))
+            except OSError:
+                return
+            for p in entries:
+                if p.name.startswith(".") or p.name == "__pycache__":
+                    continue
+                rows.append(str(p.relative_to(self.root)) + ("/" if p.is_dir() else ""))
+                if p.is_dir() and depth < DIR_DEPTH:
+                    walk(p, depth + 1)
+                if len(rows) > 400:
+                    return
+
+        walk(full, 1)
+        more = "\n[listing truncated at 400 entries; view a subdirectory]" if len(rows) > 400 else ""
+        return (f"Files and directories up to {DIR_DEPTH} levels deep in {rel}, excluding hidden items:\n"
+                + "\n".join(rows[:400]) + more)
+
+    def create(self, path: str, file_text: str | None) -> str:
+        if file_text is None:
+            raise EditorError("command 'create' needs 'file_text' (the whole content of the new file)")
+        full, rel = self.resolve(path)
+        if full.exists():
+            raise EditorError(f"file '{rel}' already exists; edit it with 'str_replace' or 'insert' "
+                              f"(create does not overwrite)")
+        crlf = "\r\n" in file_text
+        ft = FileText(text=file_text.replace("\r\n", "\n"), crlf=crlf)
+        self._save(full, rel, None, ft.encode())
+        return f"File created successfully at: {rel}"
+
+    def str_replace(self, path: str, old_str: str | None, new_str: str | None) -> str:
+        if old_str is None or old_str == "":
+            raise EditorError("command 'str_replace' needs a non-empty 'old_str' copied exactly from the file "
+                              "(view the file first)")
+        full, rel = self.resolve(path)
+        data, ft = self._read(full, rel)
+        old = old_str.replace("\r\n", "\n")
+        new = (new_str or "").replace("\r\n", "\n")
+        count = ft.text.count(old)
+        if count == 0:
+            raise EditorError(self._no_match(ft.text, old, rel))
+        if count > 1:
+            lines = []
+            start = 0
+            while (pos := ft.text.find(old, start)) >= 0:
+                lines.append(ft.text.count("\n", 0, pos) + 1)
+                start = pos + 1
+            raise EditorError(f"old_str occurs {count} times in {rel} (starting at lines "
+                              f"{', '.join(map(str, lines))}); include more surrounding lines so it matches exactly "
+                              f"once")
+        pos = ft.text.index(old)
+        text = ft.text[:pos] + new + ft.text[pos + len(old):]
+        self._save(full, rel, data, ft.encode(text))
+        line = ft.text.count("\n", 0, pos) + 1
+        return self._snippet(rel, text, line, line + new.count("\n"), "edited")
+
+    @staticmethod
+    def _no_match(text: str, old: str, rel: str) -> str:
+        msg = f"old_str did not appear verbatim in {rel}; nothing was replaced."
+        squash = lambda s: " ".join(s.split())  # noqa: E731
+        target = squash(old)
+        first = old.strip().split("\n")[0].strip()
+        lines = text.split("\n")
+        if target and target in squash(text):
+            msg += (" It matches when whitespace is ignored: copy the indentation exactly (the file uses "
+                    f"{'tabs' if any(l.startswith(chr(9)) for l in lines) else 'spaces'}) from a fresh 'view'.")
+        elif first:
+            near = [i + 1 for i, l in enumerate(lines) if first in l][:5]
+            if near:
+                msg += f" Its first line occurs at line(s) {', '.join(map(str, near))}; the lines after it differ."
+        return msg + " View the file (with view_range) and copy the text exactly."
+
+    def insert(self, path: str, insert_line: int | None, new_str: str | None) -> str:
+        if insert_line is None or new_str is None:
+            raise EditorError("command 'insert' needs 'insert_line' (insert after this line; 0 = at the top) "
+                              "and 'new_str'")
+        full, rel = self.resolve(path)
+        data, ft = self._read(full, rel)
+        lines = ft.text.split("\n")
+        trailing = ft.text.endswith("\n")
+        if trailing:
+            lines.pop()
+        if not 0 <= insert_line <= len(lines):
+            raise EditorError(f"insert_line {insert_line} is outside 0..{len(lines)} (the file has {len(lines)} "
+                              f"lines; 0 inserts at the top)")
+        new_lines = new_str.replace("\r\n", "\n").split("\n")
+        lines[insert_line:insert_line] = new_lines
+        text = "\n".join(lines) + ("\n" if trailing or not lines else "")
+        self._save(full, rel, data, ft.encode(text))
+        return self._snippet(rel, text, insert_line + 1, insert_line + len(new_lines), "inserted into")
+
+    def undo_edit(self, path: str) -> str:
+        full, rel = self.resolve(path)
+        stack = self.history.get(rel)
+        if not stack:
+            raise EditorError(f"no edit to undo for {rel} (undo works on edits made with this editor)")
+        previous = stack.pop()
+        if previous is None:
+            full.unlink(missing_ok=True)
+            return f"Undid the creation of {rel}: the file is removed."
+        full.write_bytes(previous)
+        ft = FileText.decode(previous)
+        return f"Last edit to {rel} undone.\n" + self.view(path) if len(ft.text) < 4000 else \
+            f"Last edit to {rel} undone ({ft.text.count(chr(10)) + 1} lines)."
+
+    @staticmethod
+    def _snippet(rel: str, text: str, first: int, last: int, verb: str) -> str:
+        lines = text.split("\n")
+        lo = max(1, first - SNIPPET_CONTEXT)
+        hi = min(len(lines), last + SNIPPET_CONTEXT)
+        return (f"The file {rel} has been {verb}. Here's the result of running `cat -n` on a snippet of {rel}:\n"
+                f"{_numbered(lines[lo - 1:hi], lo)}\nReview the changes and make sure they are as expected. "
+                f"Edit the file again if necessary.")
+
+    def run(self, args: dict[str, Any]) -> str:
+        command = args["command"]
+        path = args["path"]
+        if command == "view":
+            return self.view(path, args.get("view_range"))
+        if command == "create":
+            return self.create(path, args.get("file_text"))
+        if command == "str_replace":
+            return self.str_replace(path, args.get("old_str"), args.get("new_str"))
+        if command == "insert":
+            return self.insert(path, args.get("insert_line"), args.get("new_str"))
+        if command == "undo_edit":
+            return self.undo_edit(path)
+        raise EditorError(f"unknown command '{command}'; valid: view, create, str_replace, insert, undo_edit")
+
+
+async def run_editor(args: dict, ctx: ToolContext) -> ToolResult:
+    failure = await prepare_for_tool(ctx)
+    if failure is not None:
+        return failure
+    runtime = ctx.runtime
+    root = getattr(runtime, "workspace", None)
+    if root is None:
+        return ToolResult(output="str_replace_editor needs a runtime with a workspace, but this trajectory has none",
+                          error=True)
+    store = ctx.tool_store("str_replace_editor")
+    editor = Editor(root, store.setdefault("history", {}))
+    try:
+        output = await asyncio.to_thread(editor.run, args)
+    except EditorError as exc:
+        return ToolResult(output=f"Error: {exc}", error=True, metadata={"command": args.get("command")})
+    except OSError as exc:
+        return ToolResult(output=f"Error: {args.get('command')} on '{args.get('path')}' failed: {exc.strerror or exc}",
+                          error=True, metadata={"command": args.get("command")})
+    return ToolResult(output=output, metadata={"command": args["command"]})
+
+
+editor_tool = Tool(
+    name="str_replace_editor",
+    description=(
+        "View, create and edit files. `view` shows a file with line numbers (`view_range` [start, end], end -1 = "
+        "to the end) or lists a directory; `create` writes a new file (`file_text`); `str_replace` replaces "
+        "`old_str`, which must occur exactly once, with `new_str`; `insert` adds `new_str` after line "
+        "`insert_line` (0 = top); `undo_edit` reverts the last edit of a file. Paths are relative to the "
+        "repository root. Indentation, tabs and line endings must match the file exactly."),
+    parameters={
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "enum": ["view", "create", "str_replace", "insert", "undo_edit"],
+                        "description": "the operation"},
+            "path": {"type": "string", "description": "file or directory, relative to the repository root"},
+            "file_text": {"type": "string", "description": "content of the new file (create)"},
+            "old_str": {"type": "string", "description": "exact text to replace, occurring once (str_replace)"},
+            "new_str": {"type": "string", "description": "replacement (str_replace) or text to insert (insert)"},
+            "insert_line": {"type": "integer", "minimum": 0, "description": "insert after this line (insert)"},
+            "view_range": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2,
+                           "description": "[start, end] lines to view; end -1 = to the end"},
+        },
+        "required": ["command", "path"],
+        "additionalProperties": False,
+    },
+    handler=run_editor,
+)

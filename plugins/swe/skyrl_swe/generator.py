@@ -1,0 +1,330 @@
+"""A task generator from real Python projects on the package index (in the spirit of SWE-smith / R2E-Gym's
+procedural bugs): take a source distribution whose test suite passes, introduce a bug by an AST mutation — flip a
+comparison, drop a branch, off-by-one, swap arguments — keep mutations that make some passing tests fail, and
+write SWE-bench-style instances: the buggy tree as the repository, the failing tests as FAIL_TO_PASS, the tests
+that still pass in those files as PASS_TO_PASS, the reverse diff as the gold patch, and a problem statement from
+the failure (the test id and the assertion message, never the mutation).
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import difflib
+import hashlib
+import json
+import logging
+import random
+import shutil
+import subprocess
+import sys
+import tarfile
+import xml.etree.ElementTree as ET
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from skyrl_core import Instance
+from skyrl_core.errors import SkyrlError
+from skyrl_core.runtime import RuntimeSpec
+
+from .runtime import SweSandbox, cache_dir
+from .verifier import FAILED, ERROR, PASSED, is_test_file, parse_junit
+
+log = logging.getLogger(__name__)
+
+FLIP = {ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.Gt: ast.LtE, ast.LtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq,
+        ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.In: ast.NotIn, ast.NotIn: ast.In}
+KINDS = ("flip_comparison", "drop_branch", "off_by_one", "swap_arguments")
+
+
+class GeneratorError(SkyrlError):
+    """The project cannot be used (download failed, tests do not pass before mutation, ...)."""
+
+
+@attrs.frozen
+class Mutation:
+    """Replace bytes ``[start, end)`` of ``path`` with ``replacement``; ``line`` is 1-based, for reports."""
+
+    path: str
+    kind: str
+    line: int
+    start: int
+    end: int
+    replacement: bytes
+    description: str
+
+    def apply(self, source: bytes) -> bytes:
+        return source[: self.start] + self.replacement + source[self.end:]
+
+
+# -- finding mutations -------------------------------------------------------------------------------------------
+def _offsets(source: bytes) -> list[int]:
+    starts = [0]
+    for i, b in enumerate(source):
+        if b == 10:
+            starts.append(i + 1)
+    return starts
+
+
+def find_mutations(source: bytes, path: str, rng: random.Random | None = None) -> list[Mutation]:
+    """Every mutation site in one Python file (empty when it does not parse)."""
+    rng = rng or random.Random(0)
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    starts = _offsets(source)
+    lines = source.split(b"\n")
+
+    def pos(lineno: int, col: int) -> int:
+        return starts[lineno - 1] + col
+
+    def seg(node: ast.AST) -> bytes:
+        return source[pos(node.lineno, node.col_offset): pos(node.end_lineno, node.end_col_offset)]
+
+    parents: dict[ast.AST, ast.AST] = {}
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            parents[child] = node
+    out: list[Mutation] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in FLIP \
+                and node.lineno == node.end_lineno:
+            flipped = ast.Compare(left=node.left, ops=[FLIP[type(node.ops[0])]()], comparators=node.comparators)
+            new = ast.unparse(flipped).encode()
+            if b"\n" not in seg(node):
+                out.append(Mutation(path, "flip_comparison", node.lineno, pos(node.lineno, node.col_offset),
+                                    pos(node.end_lineno, node.end_col_offset), new,
+                                    f"flip comparison `{seg(node).decode(errors='replace')}` -> `{new.decode()}`"))
+        elif isinstance(node, ast.If):
+            head = lines[node.lineno - 1][: node.col_offset]
+            if head.strip() or _guard(node):
+                continue
+            start = starts[node.lineno - 1]
+            end = starts[node.end_lineno] if node.end_lineno < len(starts) else len(source)
+            if node.orelse and not (len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If)
+                                    and lines[node.orelse[0].lineno - 1].lstrip().startswith(b"elif")):
+                keep_end = starts[node.body[-1].end_lineno] if node.body[-1].end_lineno < len(starts) else len(source)
+                out.append(Mutation(path, "drop_branch", node.lineno, start, end, source[start:keep_end],
+                                    f"drop the else branch of the if at line {node.lineno}"))
+            elif not node.orelse:
+                out.append(Mutation(path, "drop_branch", node.lineno, start, end, head + b"pass\n",
+                                    f"drop the if statement at line {node.lineno}"))
+        elif isinstance(node, ast.Constant) and type(node.value) is int and node.lineno == node.end_lineno:
+            parent = parents.get(node)
+            if isinstance(parent, (ast.BinOp, ast.Compare, ast.Subscript, ast.Slice)) or (
+                    isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id == "range"):
+                delta = rng.choice((-1, 1)) if node.value != 0 else 1
+                new = str(node.value + delta).encode()
+                out.append(Mutation(path, "off_by_one", node.lineno, pos(node.lineno, node.col_offset),
+                                    pos(node.end_lineno, node.end_col_offset), new,
+                                    f"off-by-one: {node.value} -> {node.value + delta} at line {node.lineno}"))
+        elif isinstance(node, ast.Call) and len(node.args) >= 2 and not any(isinstance(a, ast.Starred)
+                                                                              for a in node.args[:2]):
+            a, b = node.args[0], node.args[1]
+            sa, sb = seg(a), seg(b)
+            if sa == sb:
+                continue
+            between = source[pos(a.end_lineno, a.end_col_offset): pos(b.lineno, b.col_offset)]
+            out.append(Mutation(path, "swap_arguments", node.lineno, pos(a.lineno, a.col_offset),
+                                pos(b.end_lineno, b.end_col_offset), sb + between + sa,
+                                f"swap the first two arguments of the call at line {node.lineno}"))
+    return out
+
+
+def _guard(node: ast.If) -> bool:
+    text = ast.unparse(node.test)
+    return "__name__" in text or "TYPE_CHECKING" in text or "sys.version_info" in text
+
+
+def source_files(root: Path) -> list[str]:
+    """Non-test Python files of a project (relative paths), excluding setup/docs/build helpers."""
+    out = []
+    for p in sorted(root.rglob("*.py")):
+        rel = p.relative_to(root).as_posix()
+        parts = rel.split("/")
+        if is_test_file(rel) or parts[0] in ("docs", "doc", "examples", "benchmarks", "build", "scripts") \
+                or p.name in ("setup.py", "conftest.py", "noxfile.py", "__main__.py") or ".egg-info" in rel:
+            continue
+        out.append(rel)
+    return out
+
+
+# -- fetching projects -------------------------------------------------------------------------------------------
+def fetch_sdist(requirement: str, dest: Path | None = None) -> tuple[Path, str, str]:
+    """Download (once) and unpack the source distribution of ``NAME==VERSION``; returns (dir, name, version)."""
+    if "==" not in requirement:
+        raise GeneratorError(f"give the project as NAME==VERSION (got '{requirement}'), e.g. inflection==0.5.1")
+    name, version = (s.strip() for s in requirement.split("==", 1))
+    root = dest or cache_dir() / "projects"
+    target = root / f"{name}-{version}"
+    if (target / ".skyrl-unpacked").exists():
+        return target, name, version
+    downloads = cache_dir() / "sdists"
+    downloads.mkdir(parents=True, exist_ok=True)
+    found = [p for p in downloads.iterdir() if p.name.lower().replace("_", "-").startswith(
+        f"{name}-{version}".lower().replace("_", "-")) and p.name.endswith((".tar.gz", ".zip", ".tgz"))]
+    if not found:
+        proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+                               "--no-build-isolation", "-q", "-d", str(downloads), requirement],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise GeneratorError(f"could not download the source distribution of {requirement}: "
+                                 f"{proc.stderr.strip()[-500:]}")
+        found = [p for p in downloads.iterdir() if p.name.lower().replace("_", "-").startswith(
+            f"{name}-{version}".lower().replace("_", "-"))]
+    archive = found[0]
+    if target.exists():
+        shutil.rmtree(target)
+    tmp = target.with_name(target.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    if archive.name.endswith(".zip"):
+        with zipfile.ZipFile(archive) as zf:
+            zf.extractall(tmp)
+    else:
+        with tarfile.open(archive) as tf:
+            tf.extractall(tmp, filter="data")
+    inner = [p for p in tmp.iterdir()]
+    src = inner[0] if len(inner) == 1 and inner[0].is_dir() else tmp
+    shutil.move(str(src), str(target))
+    shutil.rmtree(tmp, ignore_errors=True)
+    for junk in target.rglob("__pycache__"):
+        shutil.rmtree(junk, ignore_errors=True)
+    (target / ".skyrl-unpacked").write_text(requirement)
+    return target, name, version
+
+
+# -- running a suite ---------------------------------------------------------------------------------------------
+async def run_suite(runtime: SweSandbox, test_args: list[str], timeout_s: float) -> tuple[dict[str, str], dict[str, str]]:
+    """Run pytest in ``runtime``; returns ({node id: status}, {node id: failure message})."""
+    report = ".skyrl-gen-report.xml"
+    res = await runtime.exec(["python", "-m", "pytest", "-p", "no:cacheprovider", "-q", "-o", "junit_family=xunit1", f"--junitxml={report}", *test_args], timeout_s=timeout_s)
+    path = Path(runtime.workspace) / report
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return {}, {"<suite>": res.output[-2000:]}
+    finally:
+        path.unlink(missing_ok=True)
+    results = parse_junit(text)
+    messages: dict[str, str] = {}
+    for case in ET.fromstring(text).iter("testcase"):
+        for child in case:
+            if child.tag in ("failure", "error"):
+                key = next((k for k in results if k.endswith("::" + case.get("name", ""))), case.get("name", ""))
+                messages[key] = (child.get("message") or "") + "\n" + (child.text or "")
+    return results, messages
+
+
+def problem_statement(name: str, failing: list[str], messages: dict[str, str]) -> str:
+    """An issue-style report built only from what a user would see: failing test ids and their errors."""
+    first = failing[0]
+    message = messages.get(first, "").strip()
+    e_lines = [line[1:].strip() for line in message.splitlines()[1:] if line.startswith("E ")]
+    short = "\n".join([line for line in e_lines if line][:12] or message.splitlines()[:1])
+    more = f" (and {len(failing) - 1} more)" if len(failing) > 1 else ""
+    examples = "\n".join(f"- {t}" for t in failing[:5])
+    return (f"{name}: `{first.split('::')[-1]}` fails{more}\n\n"
+            f"After the latest changes some of {name}'s own tests fail. For example `{first}` reports:\n\n"
+            f"```\n{short or 'the test fails'}\n```\n\nFailing tests:\n{examples}\n\n"
+            f"The tests describe the intended behaviour; the library code is wrong, not the tests.")
+
+
+def gold_patch(path: str, buggy: bytes, fixed: bytes) -> str:
+    """A git-style unified diff turning ``buggy`` into ``fixed`` for ``path``."""
+    a = buggy.decode("utf-8", "replace").splitlines(keepends=True)
+    b = fixed.decode("utf-8", "replace").splitlines(keepends=True)
+    body = "".join(difflib.unified_diff(a, b, f"a/{path}", f"b/{path}"))
+    return f"diff --git a/{path} b/{path}\n{body}"
+
+
+async def generate(project: str | Path, out_dir: str | Path, n: int = 3, seed: int = 0, max_tries: int = 40,
+                   kinds: tuple[str, ...] = KINDS, timeout_s: float = 600.0, requirements: list[str] | None = None,
+                   max_fail_to_pass: int = 50) -> list[dict]:
+    """Generate up to ``n`` instances from ``project`` (``NAME==VERSION`` from the package index, or a directory)
+    into ``out_dir`` (``instances.jsonl`` plus ``repos/<instance_id>/``). Tries at most ``max_tries`` mutations,
+    each running the test suite (seconds each for a small project). Raises GeneratorError when the unmutated
+    suite has no passing test."""
+    if Path(str(project)).is_dir():
+        root, name, version = Path(project).resolve(), Path(project).name, "local"
+    else:
+        root, name, version = await asyncio.to_thread(fetch_sdist, str(project))
+    out = Path(out_dir)
+    (out / "repos").mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    base_data = {"repo": name, "version": version, "repo_dir": str(root), "requirements": requirements or []}
+    spec = RuntimeSpec(type="swe_sandbox", cpu_time_s=int(timeout_s), memory_mb=4096)
+    runtime = SweSandbox(spec, instance=Instance(id=f"{name}-{version}", data=base_data))
+    instances: list[dict] = []
+    await runtime.start()
+    try:
+        baseline, _ = await run_suite(runtime, [], timeout_s)
+        passing = {t for t, s in baseline.items() if s == PASSED}
+        if not passing:
+            raise GeneratorError(f"{name} {version}: no test passes before mutation (collected {len(baseline)}); "
+                                 f"it needs dependencies (--requirement) or is not a pytest project")
+        log.info("%s %s: %d of %d tests pass before mutation", name, version, len(passing), len(baseline))
+        candidates: list[Mutation] = []
+        for rel in source_files(Path(runtime.workspace)):
+            data = (Path(runtime.workspace) / rel).read_bytes()
+            candidates += [m for m in find_mutations(data, rel, rng) if m.kind in kinds]
+        rng.shuffle(candidates)
+        # spread the tries over kinds: round-robin by kind in shuffled order
+        by_kind: dict[str, list[Mutation]] = {}
+        for m in candidates:
+            by_kind.setdefault(m.kind, []).append(m)
+        order: list[Mutation] = []
+        while any(by_kind.values()):
+            for k in list(by_kind):
+                if by_kind[k]:
+                    order.append(by_kind[k].pop())
+        for tries, mutation in enumerate(order[:max_tries], start=1):
+            if len(instances) >= n:
+                break
+            target = Path(runtime.workspace) / mutation.path
+            original = target.read_bytes()
+            mutated = mutation.apply(original)
+            try:
+                compile(mutated, mutation.path, "exec")
+            except SyntaxError:
+                continue
+            target.write_bytes(mutated)
+            try:
+                results, messages = await run_suite(runtime, [], timeout_s)
+            finally:
+                target.write_bytes(original)
+            failing = sorted(t for t in passing if results.get(t, FAILED) in (FAILED, ERROR))
+            if not failing or len(failing) > max_fail_to_pass or not results:
+                continue
+            files = {t.split("::", 1)[0] for t in failing}
+            still = sorted(t for t in passing if t not in failing and t.split("::", 1)[0] in files
+                           and results.get(t) == PASSED)
+            digest = hashlib.sha1(mutated).hexdigest()[:8]
+            iid = f"{name}__{name}-{version}-{mutation.kind}-{digest}"
+            repo_dir = out / "repos" / iid
+            if repo_dir.exists():
+                shutil.rmtree(repo_dir)
+            shutil.copytree(root, repo_dir, ignore=shutil.ignore_patterns("__pycache__", ".skyrl-unpacked"))
+            (repo_dir / mutation.path).write_bytes(mutated)
+            row = {
+                "instance_id": iid, "repo": name, "version": version, "base_commit": digest,
+                "problem_statement": problem_statement(name, failing, messages),
+                "patch": gold_patch(mutation.path, mutated, original), "test_patch": "",
+                "FAIL_TO_PASS": failing, "PASS_TO_PASS": still, "repo_dir": f"repos/{iid}",
+                "requirements": requirements or [], "test_cmd": "pytest",
+                "mutation": {"kind": mutation.kind, "path": mutation.path, "line": mutation.line,
+                             "description": mutation.description},
+                "created_by": f"skyrl swe generate {name}=={version} seed={seed} try={tries}",
+            }
+            instances.append(row)
+            log.info("kept %s: %s (%d fail, %d still pass)", iid, mutation.description, len(failing), len(still))
+    finally:
+        await runtime.close()
+    with (out / "instances.jsonl").open("a", encoding="utf-8") as fh:
+        for row in instances:
+            fh.write(json.dumps(row) + "\n")
+    return instances

@@ -1,0 +1,348 @@
+"""The code index behind the ``search`` tool: tree-sitter symbols (classes, functions, methods with line ranges),
+call sites, and file contents for substring and BM25 search.
+
+Parsing is content-addressed: a file's symbols are cached by the SHA-1 of its bytes in a process-wide cache, so
+N trajectories working on copies of one repository parse it once, and :meth:`CodeIndex.refresh` after an edit
+re-reads only files whose size or mtime changed and re-parses only those whose bytes changed. tree-sitter parses
+files with syntax errors partially (ERROR nodes); the symbols it still finds are indexed.
+
+More languages: :data:`LANGUAGES` maps a file suffix to a grammar loader and the node types that make symbols;
+grammars from the package index (``tree-sitter-javascript`` ...) can be added there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import threading
+from collections import OrderedDict
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any, Iterable
+
+import attrs
+
+log = logging.getLogger(__name__)
+
+SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv", ".tox", ".nox",
+                       ".mypy_cache", ".pytest_cache", ".eggs", "site-packages"})
+MAX_FILE_BYTES = 2_000_000  # generated or vendored blobs are not code worth indexing
+
+
+@attrs.frozen
+class Symbol:
+    """A definition: ``kind`` is ``class`` | ``function`` | ``method``; ``qualname`` is dotted within its file
+    (``Class.method``); ``start``/``end`` are 1-based inclusive line numbers; ``header_end`` is the line where
+    the signature ends; ``bases`` are a class's base expressions as written."""
+
+    path: str
+    kind: str
+    name: str
+    qualname: str
+    start: int
+    end: int
+    header_end: int
+    bases: tuple[str, ...] = ()
+
+    @property
+    def ref(self) -> str:
+        return f"{self.path}:{self.qualname}"
+
+    @property
+    def n_lines(self) -> int:
+        return self.end - self.start + 1
+
+
+@attrs.frozen
+class CallSite:
+    """A call of ``name`` (the called identifier or attribute) at 1-based ``line`` inside ``caller`` (a qualname,
+    or ``""`` at module level)."""
+
+    name: str
+    line: int
+    caller: str
+
+
+@attrs.frozen
+class FileSymbols:
+    """What one parse yields for one file (paths are filled in by the index; symbols here have ``path=""``)."""
+
+    symbols: tuple[Symbol, ...]
+    calls: tuple[CallSite, ...]
+    has_error: bool
+    n_lines: int
+
+
+# -- parsing -------------------------------------------------------------------------------------------------------
+_PY_QUERY = """
+(class_definition name: (identifier) @class.name) @class
+(function_definition name: (identifier) @function.name) @function
+(call function: [(identifier) @call (attribute attribute: (identifier) @call)])
+"""
+
+_local = threading.local()
+
+
+def _python_parser():
+    parser = getattr(_local, "py", None)
+    if parser is None:
+        import tree_sitter
+        import tree_sitter_python
+
+        lang = tree_sitter.Language(tree_sitter_python.language())
+        parser = (tree_sitter.Parser(lang), tree_sitter.Query(lang, _PY_QUERY))
+        _local.py = parser
+    return parser
+
+
+def _enclosing(node) -> list:
+    """Class/function definition ancestors of ``node``, innermost first (decorated defs included)."""
+    out = []
+    parent = node.parent
+    while parent is not None:
+        if parent.type in ("class_definition", "function_definition"):
+            out.append(parent)
+        parent = parent.parent
+    return out
+
+
+def _name_of(defn) -> str:
+    name = defn.child_by_field_name("name")
+    return name.text.decode("utf-8", "replace") if name is not None else "?"
+
+
+def parse_python(source: bytes) -> FileSymbols:
+    """Parse Python ``source`` with tree-sitter into symbols and call sites. Never raises on bad syntax."""
+    import tree_sitter
+
+    parser, query = _python_parser()
+    tree = parser.parse(source)
+    symbols: list[Symbol] = []
+    calls: list[CallSite] = []
+    for _pattern, match in tree_sitter.QueryCursor(query).matches(tree.root_node):
+        if "call" in match:
+            node = match["call"][0]
+            parents = _enclosing(node)
+            caller = ".".join(_name_of(p) for p in reversed(parents))
+            calls.append(CallSite(name=node.text.decode("utf-8", "replace"), line=node.start_point[0] + 1,
+                                  caller=caller))
+            continue
+        kind = "class" if "class" in match else "function"
+        defn = match[kind][0]
+        parents = _enclosing(defn)
+        qual = ".".join([_name_of(p) for p in reversed(parents)] + [_name_of(defn)])
+        if kind == "function" and parents and parents[0].type == "class_definition":
+            kind = "method"
+        body = defn.child_by_field_name("body")
+        def_row = defn.start_point[0]
+        body_row = body.start_point[0] if body is not None else def_row
+        header_end = body_row if body_row > def_row else def_row + 1  # 1-based last line of the signature
+        outer = defn.parent if defn.parent is not None and defn.parent.type == "decorated_definition" else defn
+        bases: tuple[str, ...] = ()
+        if kind == "class":
+            sup = defn.child_by_field_name("superclasses")
+            if sup is not None:
+                bases = tuple(c.text.decode("utf-8", "replace") for c in sup.named_children
+                              if c.type not in ("keyword_argument", "comment"))
+        symbols.append(Symbol(path="", kind=kind, name=_name_of(defn), qualname=qual,
+                              start=outer.start_point[0] + 1, end=defn.end_point[0] + 1, header_end=header_end,
+                              bases=bases))
+    symbols.sort(key=lambda s: (s.start, -s.end))
+    return FileSymbols(symbols=tuple(symbols), calls=tuple(calls), has_error=tree.root_node.has_error,
+                       n_lines=source.count(b"\n") + 1)
+
+
+# suffix -> parse function; add grammars here (each returns FileSymbols)
+LANGUAGES: dict[str, Any] = {".py": parse_python, ".pyi": parse_python}
+
+
+def _parse_job(item: tuple[str, bytes]) -> tuple[str, FileSymbols]:
+    suffix, data = item
+    return suffix, LANGUAGES[suffix](data)
+
+
+class _ContentCache:
+    """SHA-1 of file bytes -> FileSymbols, shared by every index in the process (bounded, LRU)."""
+
+    def __init__(self, capacity: int = 200_000) -> None:
+        self.capacity = capacity
+        self.data: OrderedDict[str, FileSymbols] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: str) -> FileSymbols | None:
+        with self.lock:
+            value = self.data.get(key)
+            if value is not None:
+                self.data.move_to_end(key)
+            return value
+
+    def put(self, key: str, value: FileSymbols) -> None:
+        with self.lock:
+            self.data[key] = value
+            self.data.move_to_end(key)
+            while len(self.data) > self.capacity:
+                self.data.popitem(last=False)
+
+
+CONTENT_CACHE = _ContentCache()
+
+
+@attrs.define
+class FileEntry:
+    """One indexed file: its stat signature, bytes, content hash and parse result (symbols carry the path)."""
+
+    mtime_ns: int
+    size: int
+    sha1: str
+    data: bytes
+    symbols: tuple[Symbol, ...]
+    calls: tuple[CallSite, ...]
+    has_error: bool
+    n_lines: int
+
+
+def _with_path(parsed: FileSymbols, path: str) -> tuple[tuple[Symbol, ...], tuple[CallSite, ...]]:
+    return tuple(attrs.evolve(s, path=path) for s in parsed.symbols), parsed.calls
+
+
+class CodeIndex:
+    """An index of the source files under ``root``.
+
+    Build or update with :meth:`refresh` (cheap when nothing changed: one ``stat`` per file). ``workers`` > 1
+    parses cache misses of a large first build in a process pool. Attributes after refresh: ``files``
+    (relpath -> FileEntry), ``version`` (bumped whenever any file changed), ``stats`` of the last refresh.
+    """
+
+    def __init__(self, root: str | os.PathLike, workers: int | None = None) -> None:
+        self.root = Path(root).resolve()
+        self.files: dict[str, FileEntry] = {}
+        self.version = 0
+        self.workers = workers if workers is not None else min(2, os.cpu_count() or 1)
+        self.stats: dict[str, int] = {}
+        self._derived: dict[str, Any] = {}
+        self._derived_version = -1
+        self.lock = threading.Lock()
+
+    # -- building ----------------------------------------------------------------------------------------------
+    def _walk(self) -> Iterable[tuple[str, os.stat_result]]:
+        root = str(self.root)
+        stack = [root]
+        while stack:
+            current = stack.pop()
+            try:
+                entries = list(os.scandir(current))
+            except OSError:
+                continue
+            for entry in entries:
+                name = entry.name
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if name not in SKIP_DIRS and not name.endswith(".egg-info"):
+                            stack.append(entry.path)
+                    elif entry.is_file(follow_symlinks=False):
+                        suffix = os.path.splitext(name)[1]
+                        if suffix in LANGUAGES:
+                            st = entry.stat(follow_symlinks=False)
+                            if st.st_size <= MAX_FILE_BYTES:
+                                yield os.path.relpath(entry.path, root).replace(os.sep, "/"), st
+                except OSError:
+                    continue
+
+    def refresh(self) -> dict[str, int]:
+        """Bring the index up to date with the files on disk; return counts (files, changed, parsed, removed)."""
+        with self.lock:
+            return self._refresh()
+
+    def _refresh(self) -> dict[str, int]:
+        seen: set[str] = set()
+        changed: list[tuple[str, os.stat_result, bytes, str]] = []
+        for rel, st in self._walk():
+            seen.add(rel)
+            old = self.files.get(rel)
+            if old is not None and old.mtime_ns == st.st_mtime_ns and old.size == st.st_size:
+                continue
+            try:
+                data = (self.root / rel).read_bytes()
+            except OSError:
+                continue
+            sha1 = hashlib.sha1(data).hexdigest()
+            if old is not None and old.sha1 == sha1:
+                old.mtime_ns, old.size = st.st_mtime_ns, st.st_size
+                continue
+            changed.append((rel, st, data, sha1))
+        removed = [rel for rel in self.files if rel not in seen]
+        for rel in removed:
+            del self.files[rel]
+        misses = [(rel, data) for rel, _st, data, sha1 in changed if CONTENT_CACHE.get(sha1) is None]
+        parsed: dict[str, FileSymbols] = {}
+        if self.workers > 1 and len(misses) > 200:
+            with ProcessPoolExecutor(self.workers) as pool:
+                jobs = [(os.path.splitext(rel)[1], data) for rel, data in misses]
+                for (rel, _), (_suffix, result) in zip(misses, pool.map(_parse_job, jobs, chunksize=32)):
+                    parsed[rel] = result
+        else:
+            for rel, data in misses:
+                parsed[rel] = LANGUAGES[os.path.splitext(rel)[1]](data)
+        for rel, st, data, sha1 in changed:
+            result = parsed.get(rel)
+            if result is None:
+                result = CONTENT_CACHE.get(sha1) or LANGUAGES[os.path.splitext(rel)[1]](data)
+            else:
+                CONTENT_CACHE.put(sha1, result)
+            symbols, calls = _with_path(result, rel)
+            self.files[rel] = FileEntry(mtime_ns=st.st_mtime_ns, size=st.st_size, sha1=sha1, data=data,
+                                        symbols=symbols, calls=calls, has_error=result.has_error,
+                                        n_lines=result.n_lines)
+        if changed or removed:
+            self.version += 1
+        self.stats = {"files": len(self.files), "changed": len(changed), "parsed": len(parsed),
+                      "removed": len(removed)}
+        return self.stats
+
+    # -- derived tables (rebuilt lazily when the version changes) ------------------------------------------------
+    def derived(self, key: str, build) -> Any:
+        if self._derived_version != self.version:
+            self._derived = {}
+            self._derived_version = self.version
+        if key not in self._derived:
+            self._derived[key] = build()
+        return self._derived[key]
+
+    def symbols(self) -> list[Symbol]:
+        return self.derived("symbols", lambda: [s for f in self.files.values() for s in f.symbols])
+
+    def by_name(self) -> dict[str, list[Symbol]]:
+        def build():
+            table: dict[str, list[Symbol]] = {}
+            for s in self.symbols():
+                table.setdefault(s.name, []).append(s)
+            return table
+
+        return self.derived("by_name", build)
+
+    def text(self, path: str) -> str:
+        return self.files[path].data.decode("utf-8", "replace")
+
+    def lines(self, path: str) -> list[str]:
+        return self.text(path).splitlines()
+
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+")
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+
+
+def code_tokens(text: str) -> list[str]:
+    """Tokens for BM25 over code and prose: each identifier lower-cased, plus its snake_case and camelCase parts."""
+    out: list[str] = []
+    for ident in _IDENT.findall(text):
+        low = ident.lower()
+        out.append(low)
+        if "_" in ident or any(c.isupper() for c in ident[1:]):
+            for part in ident.split("_"):
+                for piece in _CAMEL.findall(part):
+                    piece = piece.lower()
+                    if piece and piece != low:
+                        out.append(piece)
+    return out

@@ -1,0 +1,361 @@
+"""Runtimes for repository tasks.
+
+``swe_sandbox``: the core bubblewrap sandbox (no network, read-only system, writable workspace) holding a copy of
+the instance's repository as a git repository whose HEAD is the pristine state (so ``git diff`` is the agent's
+patch), with the repository's Python environment on ``PATH``. Environments are built once per repository
+version (:class:`RepoEnvironments`) and reused by every trajectory and the verifier.
+
+``docker``: one container per trajectory from the instance's image (the SWE-bench images hold the repository at
+``/testbed`` with its environment), through the docker SDK. The repository is copied out of the image into a host
+directory that is bind-mounted back at the same place, so the editor and the search index read the files on the
+host while commands run in the container.
+
+A runtime learns its instance either at construction (``cls(spec, instance=...)``) or through
+:meth:`prepare` — the tools and the verifier call :func:`ensure_prepared` with the trajectory's instance, so a
+dispatcher that constructs runtimes as ``cls(spec)`` works too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import hashlib
+import io
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from skyrl_core.runtime import ExecResult, LocalSandbox, Runtime, RuntimeSpec, truncate_output
+
+from .data import RepoUnavailable, resolve_repository
+
+log = logging.getLogger(__name__)
+
+GIT_IDENTITY = ["-c", "user.name=skyrl", "-c", "user.email=skyrl@localhost", "-c", "commit.gpgsign=false",
+                "-c", "core.autocrlf=false"]
+
+
+def cache_dir() -> Path:
+    """Where environments, repository snapshots and downloads are kept: ``$SKYRL_SWE_CACHE`` or the user cache."""
+    env = os.environ.get("SKYRL_SWE_CACHE")
+    if env:
+        return Path(env)
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("skyrl-swe"))
+
+
+def git(args: list[str], cwd: str | Path, check: bool = True, input: bytes | None = None) -> subprocess.CompletedProcess:
+    """Run git on the host (never inside a sandbox): used to snapshot and diff repositories."""
+    return subprocess.run(["git", *GIT_IDENTITY, *args], cwd=str(cwd), check=check, capture_output=True,
+                          input=input, env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"})
+
+
+def init_baseline(workspace: Path) -> str:
+    """Make ``workspace`` a git repository whose HEAD commit is its current content; return the commit id."""
+    if not (workspace / ".git").exists():
+        git(["init", "-q"], workspace)
+    git(["add", "-A", "-f", "."], workspace)
+    git(["commit", "-q", "--allow-empty", "--no-verify", "-m", "skyrl baseline"], workspace)
+    return git(["rev-parse", "HEAD"], workspace).stdout.decode().strip()
+
+
+# -- repository Python environments ------------------------------------------------------------------------------
+class RepoEnvironments:
+    """One Python environment per repository version, built once (process- and file-locked) and reused.
+
+    An environment is a venv that sees the host interpreter's packages (through a ``.pth`` file, so pytest is
+    there) plus the instance's ``requirements`` installed into it; the sandbox mounts it read-only. Key:
+    ``env_key`` in the instance data, else ``repo@version``.
+    """
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root or cache_dir() / "envs"
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    @staticmethod
+    def key_for(data: dict) -> str:
+        key = data.get("env_key") or f"{data.get('repo', 'repo')}@{data.get('version') or 'any'}"
+        reqs = data.get("requirements") or []
+        if reqs:
+            key += "+" + hashlib.sha1("\n".join(sorted(reqs)).encode()).hexdigest()[:8]
+        return key
+
+    def path_for(self, key: str) -> Path:
+        slug = "".join(c if c.isalnum() or c in "-_.@" else "_" for c in key)
+        return self.root / slug
+
+    def get(self, data: dict) -> Path:
+        """The environment directory for an instance's data, building it first if needed (seconds)."""
+        key = self.key_for(data)
+        path = self.path_for(key)
+        if (path / ".skyrl-env.json").exists():
+            return path
+        with self._guard:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            self.root.mkdir(parents=True, exist_ok=True)
+            with open(self.root / (path.name + ".lock"), "w") as fh:
+                fcntl.flock(fh, fcntl.LOCK_EX)
+                if not (path / ".skyrl-env.json").exists():
+                    self._build(path, key, data.get("requirements") or [])
+        return path
+
+    def _build(self, path: Path, key: str, requirements: list[str]) -> None:
+        # built in place (venv scripts hard-code their directory); the marker file is written last
+        if path.exists():
+            shutil.rmtree(path)
+        try:
+            subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True,
+                           capture_output=True)
+            python = path / "bin" / "python"
+            purelib = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                          check=True, capture_output=True, text=True).stdout.strip())
+            host = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+            (purelib / "_skyrl_host_packages.pth").write_text("\n".join(sorted(host)) + "\n")
+            (path / "bin" / "pytest").write_text('#!/bin/sh\nexec "$(dirname "$0")/python" -m pytest "$@"\n')
+            (path / "bin" / "pytest").chmod(0o755)
+            if requirements:
+                proc = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
+                                       *requirements], capture_output=True, text=True)
+                if proc.returncode != 0:
+                    raise RuntimeError(f"building the environment {key} failed: pip install "
+                                       f"{' '.join(requirements)}: {proc.stderr[-2000:]}")
+            (path / ".skyrl-env.json").write_text(json.dumps({"key": key, "requirements": requirements}))
+        except BaseException:
+            shutil.rmtree(path, ignore_errors=True)
+            raise
+
+
+ENVIRONMENTS = RepoEnvironments()
+
+
+def exec_env(workspace: Path, env_dir: Path | None) -> dict[str, str]:
+    """Environment variables that put the repository's environment first and make its code importable."""
+    out: dict[str, str] = {}
+    if env_dir is not None:
+        out["PATH"] = f"{env_dir / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+        out["VIRTUAL_ENV"] = str(env_dir)
+    paths = [str(workspace)] + ([str(workspace / "src")] if (workspace / "src").is_dir() else [])
+    out["PYTHONPATH"] = ":".join(paths)
+    return out
+
+
+# -- runtimes ------------------------------------------------------------------------------------------------------
+class SweSandbox(LocalSandbox):
+    """A bubblewrap sandbox over a git copy of the instance's repository, with the repository's environment.
+
+    Options (``runtime.options``): ``mirror_dir`` (local clones, see :func:`skyrl_swe.data.resolve_repository`),
+    ``allow_clone`` (clone from GitHub when online; default true).
+    Attributes once prepared: ``base_commit`` (the pristine HEAD), ``env_dir``, ``instance``.
+    """
+
+    name = "swe_sandbox"
+
+    def __init__(self, spec: RuntimeSpec | None = None, instance: Any = None, **kwargs: Any) -> None:
+        super().__init__(spec or RuntimeSpec(type=self.name), **kwargs)
+        self.instance = instance
+        self.prepared = False
+        self.base_commit: str | None = None
+        self.env_dir: Path | None = None
+        self.tool_env: dict[str, str] = {}
+
+    async def start(self) -> None:
+        await super().start()
+        if self.instance is not None:
+            await self.prepare(self.instance)
+        elif self.spec.source or self.spec.workspace:
+            await asyncio.to_thread(self._baseline_only)
+
+    def _baseline_only(self) -> None:
+        if self.spec.workspace:  # used in place (skyrl tools run): never commit into a user's repository
+            self.tool_env = exec_env(self.workspace, None)
+            self.prepared = True
+            return
+        self.base_commit = init_baseline(self.workspace)
+        self.tool_env = exec_env(self.workspace, None)
+        self.prepared = True
+
+    async def prepare(self, instance: Any) -> None:
+        """Copy the instance's repository into the workspace at its base commit and attach its environment.
+        Raises RepoUnavailable (with the reason) when no source of the repository is reachable."""
+        if self.prepared:
+            return
+        self.instance = instance
+        data = instance.data if hasattr(instance, "data") else dict(instance)
+        await asyncio.to_thread(self._prepare_sync, data)
+
+    def _prepare_sync(self, data: dict) -> None:
+        source = resolve_repository(data, self.spec.options)
+        if any(self.workspace.iterdir()):
+            shutil.rmtree(self.workspace)
+            self.workspace.mkdir()
+        shutil.copytree(source, self.workspace, dirs_exist_ok=True, symlinks=True)
+        self.base_commit = init_baseline(self.workspace)
+        self.env_dir = ENVIRONMENTS.get(data)
+        self.tool_env = exec_env(self.workspace, self.env_dir)
+        self.prepared = True
+
+    async def exec(self, command, timeout_s: float = 30.0, stdin: str | None = None,
+                   env: dict[str, str] | None = None) -> ExecResult:
+        merged = dict(self.tool_env)
+        merged.update(env or {})
+        return await super().exec(command, timeout_s=timeout_s, stdin=stdin, env=merged)
+
+    async def diff(self) -> str:
+        """The agent's patch: every change against the pristine HEAD, new files included (``git diff``)."""
+        return await asyncio.to_thread(workspace_diff, self.workspace)
+
+
+def workspace_diff(workspace: Path) -> str:
+    """``git diff`` of the working tree against HEAD including untracked files, without touching the real index."""
+    index = Path(tempfile.mkstemp(prefix="skyrl-index-")[1])
+    try:
+        env_index = {"GIT_INDEX_FILE": str(index)}
+        base = {**os.environ, **env_index, "LC_ALL": "C"}
+        subprocess.run(["git", "read-tree", "HEAD"], cwd=workspace, env=base, check=True, capture_output=True)
+        subprocess.run(["git", "add", "-A", "."], cwd=workspace, env=base, check=True, capture_output=True)
+        out = subprocess.run(["git", "-c", "core.quotepath=off", "diff", "--cached", "--no-color", "--no-ext-diff",
+                              "HEAD"], cwd=workspace, env=base, check=True, capture_output=True)
+        return out.stdout.decode("utf-8", "replace")
+    finally:
+        index.unlink(missing_ok=True)
+
+
+class DockerRuntime(Runtime):
+    """A container per trajectory (docker SDK). Options: ``image`` (else the instance's ``image``/``docker_image``
+    or the SWE-bench image name), ``workdir`` (default ``/testbed``), ``pull`` (default true).
+    Raises RuntimeError naming the cause when no Docker engine answers."""
+
+    name = "docker"
+    isolation = "container"
+
+    def __init__(self, spec: RuntimeSpec | None = None, instance: Any = None, **kwargs: Any) -> None:
+        super().__init__(spec or RuntimeSpec(type=self.name), **kwargs)
+        self.instance = instance
+        self.prepared = False
+        self.client = None
+        self.container = None
+        self.workdir = self.spec.options.get("workdir", "/testbed")
+        self.tool_env: dict[str, str] = {}
+        self._tmp: str | None = None
+
+    async def start(self) -> None:
+        self.client = await asyncio.to_thread(docker_client)
+        if self.instance is not None:
+            await self.prepare(self.instance)
+
+    async def prepare(self, instance: Any) -> None:
+        if self.prepared:
+            return
+        self.instance = instance
+        data = instance.data if hasattr(instance, "data") else dict(instance)
+        await asyncio.to_thread(self._prepare_sync, data)
+
+    def _prepare_sync(self, data: dict) -> None:
+        from .data import docker_image_for
+
+        image = self.spec.options.get("image") or docker_image_for(data)
+        try:
+            self.client.images.get(image)
+        except Exception:
+            if not self.spec.options.get("pull", True):
+                raise RepoUnavailable(f"docker image {image} is not present and runtime.options.pull is false")
+            self.client.images.pull(image)
+        self._tmp = tempfile.mkdtemp(prefix="skyrl-docker-ws-")
+        probe = self.client.containers.create(image, command="true")
+        try:
+            stream, _ = probe.get_archive(self.workdir)
+            buf = io.BytesIO(b"".join(stream))
+        finally:
+            probe.remove(force=True)
+        with tarfile.open(fileobj=buf) as tar:
+            prefix = Path(self.workdir).name + "/"
+            members = []
+            for m in tar.getmembers():
+                if m.name.startswith(prefix):
+                    m.name = m.name[len(prefix):]
+                    members.append(m)
+            tar.extractall(self._tmp, members=members, filter="tar")
+        self.workspace = Path(self._tmp)
+        self.container = self.client.containers.run(
+            image, command="sleep infinity", detach=True, working_dir=self.workdir,
+            volumes={self._tmp: {"bind": self.workdir, "mode": "rw"}},
+            network_disabled=not self.spec.network, mem_limit=f"{self.spec.memory_mb}m")
+        self.prepared = True
+
+    async def exec(self, command, timeout_s: float = 30.0, stdin: str | None = None,
+                   env: dict[str, str] | None = None) -> ExecResult:
+        if self.container is None:
+            raise RuntimeError("docker runtime is not prepared: no container (start it with an instance)")
+        argv = ["bash", "-c", command] if isinstance(command, str) else list(command)
+        wrapped = ["timeout", "-s", "KILL", f"{max(1, int(timeout_s))}", *argv]
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        result = await asyncio.to_thread(self.container.exec_run, wrapped, environment=env or {},
+                                         workdir=self.workdir, stdin=False)
+        text = (result.output or b"").decode("utf-8", "replace")
+        timed_out = result.exit_code == 137 and loop.time() - start >= timeout_s - 0.5
+        text, truncated = truncate_output(text, self.spec.max_output_chars)
+        if timed_out:
+            text += f"\n[command timed out after {timeout_s:g} s and was killed]"
+        return ExecResult(exit_code=None if timed_out else result.exit_code, output=text, timed_out=timed_out,
+                          truncated=truncated, duration_s=loop.time() - start)
+
+    async def diff(self) -> str:
+        res = await self.exec("git -c core.quotepath=off add -A && git -c core.quotepath=off diff --cached "
+                              "--no-color HEAD", timeout_s=60)
+        return res.output
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self.container is not None:
+            await asyncio.to_thread(self.container.remove, force=True)
+        if self._tmp:
+            await asyncio.to_thread(shutil.rmtree, self._tmp, True)
+
+
+def docker_client():
+    """A docker SDK client, or RuntimeError saying why none is available."""
+    try:
+        import docker
+    except ImportError as exc:  # a dependency of this plugin, but say so clearly
+        raise RuntimeError(f"the docker runtime needs the 'docker' package: {exc}") from None
+    try:
+        client = docker.from_env()
+        client.ping()
+    except Exception as exc:
+        raise RuntimeError(f"no Docker engine answers ({type(exc).__name__}: {exc}); start dockerd or use "
+                           f"runtime type swe_sandbox") from None
+    return client
+
+
+async def ensure_prepared(runtime: Any, instance: Any) -> None:
+    """Prepare ``runtime`` for ``instance`` if it supports it and is not yet prepared (idempotent)."""
+    prepare = getattr(runtime, "prepare", None)
+    if prepare is not None and not getattr(runtime, "prepared", True) and instance is not None:
+        await prepare(instance)
+
+
+async def prepare_for_tool(ctx: Any):
+    """Prepare the trajectory's runtime for its instance before a tool acts; a ToolResult error when the
+    repository is unavailable, else None."""
+    from skyrl_core import ToolResult
+
+    try:
+        await ensure_prepared(ctx.runtime, ctx.instance)
+    except RepoUnavailable as exc:
+        return ToolResult(output=f"Error: the repository is unavailable: {exc}", error=True)
+    return None

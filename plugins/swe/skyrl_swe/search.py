@@ -1,0 +1,471 @@
+"""The ``search`` tool: AST-based code search over the trajectory's workspace (SkyRL-Agent, arXiv 2511.16108,
+Sec. 4.1 — the SWE agent's search tool localises code by structure rather than by grep).
+
+Query forms (one string; the first that applies wins):
+
+- ``path/to/mod.py:Class.method`` or ``path/to/mod.py`` — a qualified path (a file alone gives its outline);
+- ``Class.method`` or ``pkg.mod.func`` — a dotted qualified name;
+- ``class:X`` / ``def:X`` / ``method:X`` — every class / function / method named X (fuzzy when none is exact);
+- ``subclass:Y`` — classes deriving from Y; ``calls:Z`` — call sites of Z; ``text:some words`` — substring;
+- a bare identifier — definitions with that name, fuzzy-matched with rapidfuzz when none matches exactly;
+- anything else (several words, prose) — BM25 over function, method and class bodies.
+
+Results show the code with line numbers, or a skeleton (signature, docstring, member signatures with line
+ranges) when a body is longer than ``max_lines``; the output ends with a hint for a more precise next query.
+The index lives in the trajectory's tool store and is refreshed (incrementally) before every query.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from skyrl_core import Tool, ToolContext, ToolResult
+
+from .runtime import prepare_for_tool
+
+from .index import CodeIndex, Symbol, code_tokens
+
+DEFAULT_RESULTS = 5
+MAX_LINES = 60
+KIND_ORDER = {"class": 0, "function": 1, "method": 2}
+_PREFIXES = {"class": "class", "def": "function", "function": "function", "func": "function", "method": "method",
+             "subclass": "subclass", "bases": "subclass", "calls": "calls", "callers": "calls", "text": "text",
+             "grep": "text", "file": "file"}
+_QUALIFIED_PATH = re.compile(r"^(?P<path>[\w./-]+\.pyi?)(?::(?P<qual>[\w.]+))?(?::(?P<line>\d+))?$")
+_DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
+_IDENT = re.compile(r"^[A-Za-z_]\w*$")
+
+
+@attrs.define
+class SearchOutput:
+    """A rendered answer: ``text`` for the model, ``mode`` the query form used, ``refs`` of the results shown."""
+
+    text: str
+    mode: str
+    refs: list[str] = attrs.Factory(list)
+
+
+def _is_test_path(path: str) -> bool:
+    parts = path.split("/")
+    name = parts[-1]
+    return name.startswith("test_") or name.endswith("_test.py") or any(p in ("tests", "test", "testing")
+                                                                          for p in parts[:-1])
+
+
+def _rank_key(sym: Symbol) -> tuple:
+    return (_is_test_path(sym.path), KIND_ORDER.get(sym.kind, 3), sym.path.count("/"), sym.path, sym.start)
+
+
+class Searcher:
+    """Answers queries against one :class:`CodeIndex`. ``path`` restricts results to files under a prefix;
+    ``kind`` to class | function | method."""
+
+    def __init__(self, index: CodeIndex) -> None:
+        self.index = index
+
+    # -- entry -------------------------------------------------------------------------------------------------
+    def search(self, query: str, max_results: int = DEFAULT_RESULTS, path: str | None = None,
+               kind: str | None = None, max_lines: int = MAX_LINES) -> SearchOutput:
+        self.index.refresh()
+        query = query.strip()
+        self.scope = (path or "").strip("./") if path and path not in (".", "./") else ""
+        self.kind = kind
+        self.max_results = max(1, max_results)
+        self.max_lines = max_lines
+        if not query:
+            return SearchOutput("Empty query. Hint: search a name (`camelize`), a qualified path "
+                                "(`pkg/mod.py:Class.method`), `subclass:Base`, `calls:func` or `text:words`.", "none")
+        prefix, _, rest = query.partition(":")
+        mode = _PREFIXES.get(prefix.strip().lower()) if rest and not prefix.endswith((".py", ".pyi")) else None
+        if mode is not None:
+            rest = rest.strip()
+            if mode in ("class", "function", "method"):
+                return self._by_name(rest, kinds={mode})
+            return getattr(self, f"_{mode}")(rest)
+        m = _QUALIFIED_PATH.match(query)
+        if m:
+            return self._qualified_path(m.group("path"), m.group("qual"), m.group("line"))
+        if _DOTTED.match(query):
+            return self._dotted(query)
+        if _IDENT.match(query):
+            return self._by_name(query, kinds={kind} if kind else None)
+        return self._bm25(query)
+
+    # -- helpers -----------------------------------------------------------------------------------------------
+    def _in_scope(self, path: str) -> bool:
+        return not self.scope or path == self.scope or path.startswith(self.scope + "/")
+
+    def _symbols(self) -> list[Symbol]:
+        return [s for s in self.index.symbols() if self._in_scope(s.path) and (not self.kind or s.kind == self.kind)]
+
+    def _render(self, sym: Symbol, full: bool | None = None) -> tuple[str, bool]:
+        """The code of ``sym`` with line numbers, or its skeleton when longer than ``max_lines``; returns
+        (text, is_skeleton)."""
+        lines = self.index.lines(sym.path)
+        head = f"## {sym.path}:{sym.start}-{sym.end}  {sym.kind} {sym.qualname}"
+        if sym.bases:
+            head += f"({', '.join(sym.bases)})"
+        if full or (full is None and sym.n_lines <= self.max_lines):
+            body = [f"{n:6d}  {lines[n - 1]}" for n in range(sym.start, min(sym.end, len(lines)) + 1)]
+            return head + "\n" + "\n".join(body), False
+        return head + "\n" + self._skeleton(sym, lines), True
+
+    def _skeleton(self, sym: Symbol, lines: list[str]) -> str:
+        shown: list[int] = list(range(sym.start, sym.header_end + 1))
+        doc = _docstring_lines(lines, sym.header_end)
+        shown += doc
+        members = [s for s in self.index.files[sym.path].symbols
+                   if s.start > sym.start and s.end <= sym.end and s.qualname.count(".") == sym.qualname.count(".") + 1]
+        out = [f"{n:6d}  {lines[n - 1]}" for n in shown if n <= len(lines)]
+        if members:
+            for member in members:
+                for n in range(member.start, member.header_end + 1):
+                    out.append(f"{n:6d}  {lines[n - 1]}")
+                out.append(f"{'':6}        ...  ({member.kind} {member.name}: lines {member.start}-{member.end})")
+        else:
+            after = (doc[-1] if doc else sym.header_end) + 1
+            preview = list(range(after, min(after + 10, sym.end + 1)))
+            out += [f"{n:6d}  {lines[n - 1]}" for n in preview]
+            if preview and preview[-1] < sym.end:
+                out.append(f"{'':6}  ... ({sym.end - preview[-1]} more lines, to line {sym.end})")
+        return "\n".join(out)
+
+    def _results(self, syms: list[Symbol], mode: str, header: str, hint: str | None = None) -> SearchOutput:
+        shown = syms[: self.max_results]
+        parts = [header]
+        skeletons = []
+        for sym in shown:
+            text, skeleton = self._render(sym)
+            parts.append(text)
+            if skeleton:
+                skeletons.append(sym)
+        if len(syms) > len(shown):
+            rest = ", ".join(s.ref for s in syms[len(shown): len(shown) + 10])
+            parts.append(f"[{len(syms) - len(shown)} more: {rest}{' ...' if len(syms) > len(shown) + 10 else ''}]")
+        if hint is None:
+            hint = self._hint(shown, syms, skeletons)
+        parts.append("Hint: " + hint)
+        return SearchOutput("\n\n".join(parts), mode, [s.ref for s in shown])
+
+    def _hint(self, shown: list[Symbol], syms: list[Symbol], skeletons: list[Symbol]) -> str:
+        if skeletons:
+            sk = skeletons[0]
+            lines = self.index.files[sk.path].symbols
+            member = next((s for s in lines if s.start > sk.start and s.end <= sk.end), None)
+            target = f"`{sk.path}:{member.qualname}`" if member else f"`{sk.path}:{sk.qualname}`"
+            return (f"{sk.qualname} is long ({sk.n_lines} lines) so only its outline is shown; search {target} for "
+                    f"one member, or view lines with str_replace_editor (view_range [{sk.start}, {sk.end}]).")
+        if len(syms) > 1:
+            s = shown[0]
+            return (f"{len(syms)} matches; name one exactly with a qualified path such as `{s.ref}`, "
+                    f"or list its callers with `calls:{s.name}`.")
+        if shown:
+            s = shown[0]
+            return f"see who calls it with `calls:{s.name}`; edit it with str_replace_editor on {s.path}."
+        return "try `text:<words>` for a substring search."
+
+    # -- query forms -------------------------------------------------------------------------------------------
+    def _by_name(self, name: str, kinds: set[str] | None = None) -> SearchOutput:
+        table = self.index.by_name()
+        exact = [s for s in table.get(name, []) if self._in_scope(s.path) and (not kinds or s.kind in kinds)
+                 and (not self.kind or s.kind == self.kind)]
+        what = "/".join(sorted(kinds)) if kinds else "definition"
+        if exact:
+            exact.sort(key=_rank_key)
+            return self._results(exact, "name", f"{len(exact)} {what}(s) named '{name}':")
+        from rapidfuzz import fuzz, process
+
+        names = [n for n, syms in table.items()
+                 if any(self._in_scope(s.path) and (not kinds or s.kind in kinds) for s in syms)]
+        lowered = name.lower()
+        exact_ci = [n for n in names if n.lower() == lowered]
+        scored = process.extract(name, names, scorer=fuzz.WRatio, limit=self.max_results * 2, score_cutoff=60,
+                                 processor=str.lower)
+        candidates = exact_ci + [n for n, _score, _ in scored if n not in exact_ci]
+        syms: list[Symbol] = []
+        for cand in candidates:
+            syms += sorted((s for s in table[cand] if self._in_scope(s.path) and (not kinds or s.kind in kinds)),
+                           key=_rank_key)
+        if not syms:
+            return self._bm25(name, note=f"No {what} named '{name}' or close to it; ranked by text similarity:")
+        closest = ", ".join(dict.fromkeys(s.name for s in syms[: self.max_results]))
+        return self._results(syms, "fuzzy", f"No {what} named exactly '{name}'; closest names: {closest}",
+                             hint=f"search one of [{closest}] exactly, or `text:{name}` for a substring search.")
+
+    def _qualified_path(self, path: str, qual: str | None, line: str | None) -> SearchOutput:
+        path = path.lstrip("./") if path.startswith("./") else path
+        entry = self.index.files.get(path)
+        if entry is None:
+            tails = [p for p in self.index.files if p.endswith("/" + path) or p == path]
+            if len(tails) == 1:
+                path, entry = tails[0], self.index.files[tails[0]]
+            else:
+                from rapidfuzz import process
+
+                close = [c for c, _s, _ in process.extract(path, list(self.index.files), limit=5)]
+                return SearchOutput(f"No indexed file '{path}'. Closest files: {', '.join(close)}\n\n"
+                                    f"Hint: paths are relative to the repository root, e.g. `{close[0] if close else 'pkg/mod.py'}"
+                                    f":Class.method`.", "path")
+        if line:
+            n = int(line)
+            inner = [s for s in entry.symbols if s.start <= n <= s.end]
+            if inner:
+                sym = min(inner, key=lambda s: s.n_lines)
+                return self._results([sym], "path", f"Definition around {path}:{n}:")
+        if not qual:
+            return self._outline(path)
+        syms = [s for s in entry.symbols if s.qualname == qual] or \
+               [s for s in entry.symbols if s.qualname.endswith("." + qual) or s.name == qual]
+        if not syms:
+            names = ", ".join(s.qualname for s in entry.symbols[:30])
+            return SearchOutput(f"No '{qual}' in {path}. Defined there: {names}\n\nHint: search `{path}` for its "
+                                f"outline, or `{qual.rsplit('.', 1)[-1]}` to look in every file.", "path")
+        return self._results(syms, "path", f"{path}:{qual}:")
+
+    def _outline(self, path: str) -> SearchOutput:
+        entry = self.index.files[path]
+        rows = [f"## {path} ({entry.n_lines} lines{', has syntax errors: partial parse' if entry.has_error else ''})"]
+        for s in entry.symbols:
+            depth = s.qualname.count(".")
+            bases = f"({', '.join(s.bases)})" if s.bases else ""
+            rows.append(f"{'  ' * depth}{s.kind} {s.name}{bases}  lines {s.start}-{s.end}")
+        first = next((s for s in entry.symbols), None)
+        hint = (f"search `{path}:{first.qualname}` for one definition's code." if first else
+                "this file defines no classes or functions; view it with str_replace_editor.")
+        return SearchOutput("\n".join(rows) + "\n\nHint: " + hint, "outline", [path])
+
+    def _dotted(self, query: str) -> SearchOutput:
+        parts = query.split(".")
+        # pkg.mod.Class.method: the longest module prefix that is a file
+        for cut in range(len(parts) - 1, 0, -1):
+            for candidate in ("/".join(parts[:cut]) + ".py", "/".join(parts[:cut]) + "/__init__.py"):
+                tails = [p for p in self.index.files if p == candidate or p.endswith("/" + candidate)]
+                if tails:
+                    return self._qualified_path(tails[0], ".".join(parts[cut:]), None)
+        matches = [s for s in self._symbols() if s.qualname == query or s.qualname.endswith("." + query)]
+        if matches:
+            matches.sort(key=_rank_key)
+            return self._results(matches, "qualname", f"{len(matches)} definition(s) of '{query}':")
+        return self._by_name(parts[-1])
+
+    def _subclass(self, base: str) -> SearchOutput:
+        short = base.rsplit(".", 1)[-1]
+        syms = [s for s in self._symbols() if s.kind == "class"
+                and any(b == base or b.rsplit(".", 1)[-1] == short for b in s.bases)]
+        syms.sort(key=_rank_key)
+        if not syms:
+            return SearchOutput(f"No class derives from '{base}'.\n\nHint: check the base's name with "
+                                f"`class:{short}`.", "subclass")
+        listing = [f"{s.ref}  lines {s.start}-{s.end}  ({', '.join(s.bases)})" for s in syms[:50]]
+        more = f"\n[{len(syms) - 50} more]" if len(syms) > 50 else ""
+        return SearchOutput(f"{len(syms)} class(es) deriving from '{base}':\n" + "\n".join(listing) + more +
+                            f"\n\nHint: search `{syms[0].ref}` for a class's code.", "subclass",
+                            [s.ref for s in syms[:50]])
+
+    def _calls(self, name: str) -> SearchOutput:
+        short = name.rsplit(".", 1)[-1]
+        rows = []
+        for path, entry in self.index.files.items():
+            if not self._in_scope(path):
+                continue
+            hits = [c for c in entry.calls if c.name == short]
+            if hits:
+                lines = entry.data.decode("utf-8", "replace").splitlines()
+                for c in hits:
+                    rows.append((path, c, lines[c.line - 1].strip() if c.line <= len(lines) else ""))
+        rows.sort(key=lambda r: (_is_test_path(r[0]), r[0], r[1].line))
+        if not rows:
+            return SearchOutput(f"No call sites of '{short}'.\n\nHint: `text:{short}` finds it in any form "
+                                f"(passed as a value, in strings).", "calls")
+        limit = self.max_results * 6
+        listing = [f"{p}:{c.line}  in {c.caller or '<module>'}:  {code[:160]}" for p, c, code in rows[:limit]]
+        more = f"\n[{len(rows) - limit} more call sites]" if len(rows) > limit else ""
+        first = next((r for r in rows if r[1].caller), rows[0])
+        nxt = f"`{first[0]}:{first[1].caller}`" if first[1].caller else f"`{first[0]}:{first[1].line}`"
+        return SearchOutput(f"{len(rows)} call site(s) of '{short}':\n" + "\n".join(listing) + more +
+                            f"\n\nHint: search {nxt} to read a caller's code.", "calls",
+                            [f"{p}:{c.line}" for p, c, _ in rows[:limit]])
+
+    def _text(self, needle: str) -> SearchOutput:
+        if not needle:
+            return SearchOutput("Empty text query.\n\nHint: `text:some words`.", "text")
+        raw = needle.encode()
+        lowered = needle.lower().encode()
+        rows = []
+        for path in sorted(self.index.files, key=lambda p: (_is_test_path(p), p)):
+            if not self._in_scope(path):
+                continue
+            data = self.index.files[path].data
+            hay = data if data.find(raw) >= 0 else (data.lower() if data.lower().find(lowered) >= 0 else None)
+            if hay is None:
+                continue
+            key = raw if hay is data else lowered
+            start = 0
+            while True:
+                pos = hay.find(key, start)
+                if pos < 0:
+                    break
+                line_no = data.count(b"\n", 0, pos) + 1
+                line_start = data.rfind(b"\n", 0, pos) + 1
+                line_end = data.find(b"\n", pos)
+                text = data[line_start: line_end if line_end >= 0 else len(data)].decode("utf-8", "replace")
+                rows.append((path, line_no, text.strip()))
+                start = (line_end + 1) if line_end >= 0 else len(data)
+                if len(rows) > 500:
+                    break
+        if not rows:
+            return SearchOutput(f"'{needle}' does not occur in any indexed file.\n\nHint: try fewer words, or a "
+                                f"bare name for a fuzzy definition search.", "text")
+        limit = self.max_results * 6
+        listing = [f"{p}:{n}:  {t[:160]}" for p, n, t in rows[:limit]]
+        more = f"\n[{len(rows) - limit} more lines]" if len(rows) > limit else ""
+        p, n, _ = rows[0]
+        return SearchOutput(f"{len(rows)}{'+' if len(rows) > 500 else ''} line(s) containing '{needle}':\n" +
+                            "\n".join(listing) + more + f"\n\nHint: search `{p}:{n}` for the definition around a "
+                            f"line.", "text", [f"{p}:{n}" for p, n, _ in rows[:limit]])
+
+    def _bm25_index(self):
+        def build():
+            import bm25s
+
+            docs: list[Symbol] = []
+            corpus: list[list[str]] = []
+            for path, entry in self.index.files.items():
+                lines = entry.data.decode("utf-8", "replace").splitlines()
+                for s in entry.symbols:
+                    if s.kind == "class":
+                        members = [m.start for m in entry.symbols if m.start > s.start and m.end <= s.end]
+                        stop = (min(members) - 1) if members else s.end
+                    else:
+                        stop = s.end
+                    text = "\n".join(lines[s.start - 1: stop])
+                    tokens = code_tokens(s.path.replace("/", " ") + " " + text)
+                    docs.append(s)
+                    corpus.append(tokens or ["_"])
+            if not corpus:
+                return None, docs
+            vocab: dict[str, int] = {}
+            ids = [[vocab.setdefault(t, len(vocab)) for t in doc] for doc in corpus]
+            retriever = bm25s.BM25()
+            retriever.index(bm25s.tokenization.Tokenized(ids=ids, vocab=vocab), show_progress=False)
+            return (retriever, vocab), docs
+
+        return self.index.derived("bm25", build)
+
+    def bm25_rank(self, query: str, k: int) -> list[tuple[Symbol, float]]:
+        """The ``k`` best symbols for ``query`` by BM25 (Robertson & Zaragoza 2009) over code tokens."""
+        model, docs = self._bm25_index()
+        if model is None:
+            return []
+        retriever, vocab = model
+        q = [vocab[t] for t in dict.fromkeys(code_tokens(query)) if t in vocab]
+        if not q:
+            return []
+        import numpy as np
+
+        scores = retriever.get_scores(q)
+        order = np.argsort(-scores)
+        out = []
+        for i in order:
+            if scores[i] <= 0 or len(out) >= k:
+                break
+            sym = docs[int(i)]
+            if self._in_scope(sym.path) and (not self.kind or sym.kind == self.kind):
+                out.append((sym, float(scores[i])))
+        return out
+
+    def _bm25(self, query: str, note: str | None = None) -> SearchOutput:
+        ranked = self.bm25_rank(query, self.max_results * 4)
+        if not ranked:
+            return SearchOutput(f"Nothing matches '{query}'.\n\nHint: search a class or function name, or "
+                                f"`text:<exact words>`.", "bm25")
+        syms = [s for s, _ in ranked]
+        header = note or f"No definition matches '{query}' by name; ranked by text similarity (BM25):"
+        best = syms[0]
+        return self._results(syms, "bm25", header, hint=f"search a name from these results exactly (e.g. "
+                             f"`{best.ref}`), or `calls:{best.name}` for its call sites.")
+
+
+def _docstring_lines(lines: list[str], header_end: int) -> list[int]:
+    """Line numbers of the docstring that starts right after the signature (first three lines at most)."""
+    n = header_end + 1
+    if n > len(lines):
+        return []
+    first = lines[n - 1].strip()
+    if not first.startswith(('"""', "'''", 'r"""', "r'''")):
+        return []
+    quote = '"""' if '"""' in first else "'''"
+    end = n
+    if first.count(quote) < 2:
+        while end < len(lines) and quote not in lines[end]:
+            end += 1
+        end += 1
+    return list(range(n, min(end, n + 2) + 1))
+
+
+# -- the tool --------------------------------------------------------------------------------------------------
+_INDEXES: dict[str, CodeIndex] = {}
+_INDEXES_LOCK = threading.Lock()
+
+
+def index_for(root: str | Path, ctx: ToolContext | None = None) -> CodeIndex:
+    """The index of ``root``: kept in the trajectory's tool store, or process-wide by path without a context."""
+    root = str(Path(root).resolve())
+    if ctx is not None:
+        store = ctx.tool_store("search")
+        index = store.get("index")
+        if index is None or str(index.root) != root:
+            index = store["index"] = CodeIndex(root)
+        return index
+    with _INDEXES_LOCK:
+        index = _INDEXES.get(root)
+        if index is None:
+            index = _INDEXES[root] = CodeIndex(root)
+        return index
+
+
+async def run_search(args: dict, ctx: ToolContext) -> ToolResult:
+    failure = await prepare_for_tool(ctx)
+    if failure is not None:
+        return failure
+    runtime = ctx.runtime
+    root = getattr(runtime, "workspace", None)
+    if root is None:
+        return ToolResult(output="the search tool needs a runtime with a workspace, but this trajectory has none",
+                          error=True)
+    index = index_for(root, ctx)
+    out = await asyncio.to_thread(Searcher(index).search, args["query"], int(args.get("max_results") or
+                                  DEFAULT_RESULTS), args.get("path"), args.get("kind"))
+    return ToolResult(output=out.text, metadata={"mode": out.mode, "results": out.refs,
+                                                 "index_version": index.version, "index": dict(index.stats)})
+
+
+search_tool = Tool(
+    name="search",
+    description=(
+        "Search the repository's code by structure. Query forms: a name (`camelize`, fuzzy when not exact); a "
+        "qualified path (`pkg/mod.py:Class.method`, or `pkg/mod.py` for a file outline); a dotted name "
+        "(`Class.method`); `class:X`, `def:X`, `method:X`; `subclass:Base` (classes deriving from Base); "
+        "`calls:func` (call sites); `text:exact words` (substring); or a few words (ranked by BM25). "
+        "Shows code with line numbers (an outline for long bodies) and a hint for the next query."),
+    parameters={
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "what to find (see the query forms)"},
+            "path": {"type": "string", "description": "only files under this directory or file"},
+            "kind": {"type": "string", "enum": ["class", "function", "method"],
+                     "description": "only definitions of this kind"},
+            "max_results": {"type": "integer", "minimum": 1, "maximum": 50,
+                            "description": "definitions to show (default 5)"},
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    },
+    handler=run_search,
+)

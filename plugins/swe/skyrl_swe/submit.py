@@ -1,0 +1,36 @@
+"""The ``submit`` tool: ends a SWE trajectory; the answer is the patch, the ``git diff`` of the workspace against
+the pristine repository (new files included). Named ``submit`` so it does not clash with the core's ``finish``."""
+
+from __future__ import annotations
+
+import asyncio
+
+from skyrl_core import Tool, ToolContext, ToolResult
+
+from .runtime import prepare_for_tool, workspace_diff
+
+
+async def run_submit(args: dict, ctx: ToolContext) -> ToolResult:
+    failure = await prepare_for_tool(ctx)
+    if failure is not None:
+        return failure
+    runtime = ctx.runtime
+    if runtime is None:
+        return ToolResult(output="submit needs a runtime with a repository, but this trajectory has none", error=True)
+    if hasattr(runtime, "diff"):
+        patch = await runtime.diff()
+    else:
+        patch = await asyncio.to_thread(workspace_diff, runtime.workspace)
+    files = [line[6:] for line in patch.splitlines() if line.startswith("+++ b/")]
+    summary = (f"Submitted a patch changing {len(files)} file(s): {', '.join(files)}" if files else
+               "Submitted an empty patch (no file was changed).")
+    return ToolResult(output=summary, finish=True, answer=patch, metadata={"patch_files": files})
+
+
+submit_tool = Tool(
+    name="submit",
+    description=("Submit your changes and end the task. The submission is the diff of every file you changed in "
+                 "the repository; call it once the fix is complete."),
+    parameters={"type": "object", "properties": {}, "additionalProperties": False},
+    handler=run_submit,
+)
