@@ -1,0 +1,25 @@
+"""skyrl-verl: train skyrl agents with VeRL. The hookimpls only; VeRL itself is imported lazily by the modules
+that need it (``convert``, ``algorithms``, ``backend``, ``agent_loop``, ``launcher``)."""
+
+from __future__ import annotations
+
+from skyrl_core import hookimpl
+
+
+def verl_backend(config, engine=None):
+    """Backend factory ``verl`` (imports torch and VeRL only when a run builds it)."""
+    from .backend import VerlBackend
+
+    return VerlBackend(config, engine)
+
+
+@hookimpl
+def register_backends(register):
+    register(verl_backend, name="verl")
+
+
+@hookimpl
+def register_commands(register):
+    from .launcher import verl_app
+
+    register(verl_app, name="verl")
