@@ -1,0 +1,181 @@
+"""Token-in/token-out chat formatting: the model's chat template applied once, then extended by token ids.
+
+The agent loop never decodes and re-encodes a conversation. :meth:`ChatFormat.start` renders the initial
+messages with the tokenizer's chat template (passing ``tools=`` when the template renders them; otherwise the
+tool schemas go into the system prompt in a Hermes-style ``<tools>`` block). After each generation,
+:meth:`ChatFormat.continuation_ids` tokenises only the new messages (observations, hints) exactly as the
+template would render them after an assistant turn, and the loop appends those ids to the prompt + generated
+ids. Generated ids are kept as generated, including the end-of-turn token; when a generation stopped without
+one (max tokens, a stop string) the template's end-of-turn text is added as environment tokens.
+
+How a continuation is found without re-rendering the history: the template is rendered on a short probe
+conversation ``[user, assistant=SENTINEL, *new_messages]`` and everything after the sentinel is the text the
+template puts after an assistant's content: its end-of-turn suffix, the new messages and the next generation
+prompt. The cost is constant per turn, so tokenisation grows linearly with the conversation
+(tests/benchmarks/bench_tokenization.py).
+
+Prefix preservation: ChatML (SmolLM2), Llama 3.1 and Qwen3 templates render a conversation as the
+concatenation of these pieces (tests/test_chat.py proves it token for token), with one exception: Qwen3 drops
+earlier turns' ``<think>`` blocks once a new *user* message follows them. With ``keep_thinking=False`` (the
+default) the loop then re-renders the whole conversation with the template and starts a new training datum;
+with ``keep_thinking=True`` it keeps the thinking tokens the model saw (one datum, but the context differs
+from what the template would render).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Sequence
+
+log = logging.getLogger(__name__)
+
+SENTINEL = "SKYRLSENTINELa7f3"
+_PROBE_TOOL = {"type": "function", "function": {"name": "skyrl_probe_tool_q9", "description": "probe",
+                                                 "parameters": {"type": "object", "properties": {}}}}
+
+
+def tools_block(tool_schemas: Sequence[dict], example_call: str | None = None) -> str:
+    """The Hermes-style system-prompt text describing ``tool_schemas`` (OpenAI function schemas) for templates
+    that do not render ``tools=`` themselves. ``example_call`` is a JSON call shown as the answer format."""
+    lines = [json.dumps(s, ensure_ascii=False) for s in tool_schemas]
+    text = ("# Tools\n\nYou can call the following tools. Their signatures, as JSON Schema, are inside "
+            "<tools></tools>:\n<tools>\n" + "\n".join(lines) + "\n</tools>\n\n"
+            "To call a tool, reply with a JSON object holding the tool's name and its arguments inside "
+            "<tool_call></tool_call> tags")
+    if example_call:
+        text += f", for example:\n<tool_call>\n{example_call}\n</tool_call>"
+    else:
+        text += ":\n<tool_call>\n{\"name\": <tool name>, \"arguments\": <arguments object>}\n</tool_call>"
+    return text
+
+
+class ChatFormat:
+    """A tokenizer's chat template, probed once, applied incrementally.
+
+    ``tokenizer`` is a transformers tokenizer; ``chat_template`` overrides its template (a jinja string);
+    ``keep_thinking`` keeps earlier ``<think>`` blocks in the context where the template would drop them.
+
+    Attributes found by rendering probes: ``tools_in_template`` (the template renders ``tools=``),
+    ``observation_role`` (``tool``, or ``user`` where the template rejects a tool role), ``drops_thinking``
+    (the template drops earlier turns' thinking after a new user message).
+    """
+
+    def __init__(self, tokenizer: Any, chat_template: str | None = None, keep_thinking: bool = False) -> None:
+        self.tokenizer = tokenizer
+        self.chat_template = chat_template
+        self.keep_thinking = keep_thinking
+        self._added_ids = {int(i) for i in getattr(tokenizer, "added_tokens_decoder", {}) or {}}
+        self._added_ids |= {int(i) for i in (getattr(tokenizer, "all_special_ids", None) or [])}
+        self._token_text: dict[int, str] = {}
+        self.tools_in_template = self._probe_tools()
+        self.observation_role = self._probe_tool_role()
+        self.drops_thinking = self._probe_drops_thinking()
+
+    # -- rendering ---------------------------------------------------------------------------------------
+    def render(self, messages: Sequence[dict], tools: Sequence[dict] | None = None,
+               add_generation_prompt: bool = True) -> str:
+        """The template's text for ``messages`` (``tools`` passed only where the template renders them)."""
+        kwargs: dict[str, Any] = {"tokenize": False, "add_generation_prompt": add_generation_prompt}
+        if self.chat_template is not None:
+            kwargs["chat_template"] = self.chat_template
+        if tools and getattr(self, "tools_in_template", True):
+            kwargs["tools"] = list(tools)
+        return self.tokenizer.apply_chat_template(list(messages), **kwargs)
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` with no BOS/EOS added (the template writes its own special tokens)."""
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text of generated ids without special tokens (what the parser and the transcript see)."""
+        return self.tokenizer.decode(list(ids), skip_special_tokens=True)
+
+    def render_ids(self, messages: Sequence[dict], tools: Sequence[dict] | None = None,
+                   add_generation_prompt: bool = True) -> list[int]:
+        """The whole conversation rendered by the template and tokenised: ids [prompt_len]. O(conversation)."""
+        return self.encode(self.render(messages, tools, add_generation_prompt))
+
+    # -- the incremental path ----------------------------------------------------------------------------
+    def prepare(self, messages: Sequence[dict], tool_schemas: Sequence[dict],
+                example_call: str | None = None) -> list[dict]:
+        """The initial messages, with the tools block added to the system prompt where the template does not
+        render ``tools=`` itself (a system message is inserted when there is none)."""
+        messages = [dict(m) for m in messages]
+        if not tool_schemas or self.tools_in_template:
+            return messages
+        block = tools_block(tool_schemas, example_call)
+        if messages and messages[0].get("role") == "system":
+            messages[0]["content"] = f"{messages[0].get('content') or ''}\n\n{block}".lstrip()
+        else:
+            messages.insert(0, {"role": "system", "content": block})
+        return messages
+
+    def start(self, messages: Sequence[dict], tool_schemas: Sequence[dict] = ()) -> list[int]:
+        """Ids [prompt_len] of the prepared initial ``messages`` plus the generation prompt (rendered once)."""
+        return self.render_ids(messages, tool_schemas, add_generation_prompt=True)
+
+    def continuation_ids(self, new_messages: Sequence[dict], last_output_ids: Sequence[int],
+                         tool_schemas: Sequence[dict] = ()) -> list[int]:
+        """Environment ids to append after a generation: the rest of the assistant turn's end-of-turn text
+        (all of it when the generation did not end with the end-of-turn token), ``new_messages`` as the
+        template renders them after an assistant turn, and the next generation prompt. Cost is independent
+        of the conversation's length."""
+        probe = [{"role": "user", "content": "x"}, {"role": "assistant", "content": SENTINEL}, *new_messages]
+        text = self.render(probe, tool_schemas, add_generation_prompt=True)
+        at = text.rfind(SENTINEL)
+        if at < 0:
+            raise ValueError("the chat template did not render the assistant message's content verbatim; "
+                             "this template cannot be extended incrementally")
+        after = text[at + len(SENTINEL):]
+        if last_output_ids:
+            last = int(last_output_ids[-1])
+            if last in self._added_ids:
+                eot = self._text_of(last)
+                if eot and after.startswith(eot):
+                    after = after[len(eot):]
+        return self.encode(after)
+
+    def needs_rerender(self, messages: Sequence[dict], new_messages: Sequence[dict]) -> bool:
+        """True when appending ``new_messages`` would make the template drop thinking the context holds
+        (Qwen3-style templates after a new user message) and ``keep_thinking`` is off."""
+        if self.keep_thinking or not self.drops_thinking:
+            return False
+        if not any(m.get("role") == "user" for m in new_messages):
+            return False
+        return any(m.get("role") == "assistant" and "</think>" in (m.get("content") or "") for m in messages)
+
+    # -- probes ------------------------------------------------------------------------------------------
+    def _text_of(self, token_id: int) -> str:
+        if token_id not in self._token_text:
+            self._token_text[token_id] = self.tokenizer.decode([token_id], skip_special_tokens=False)
+        return self._token_text[token_id]
+
+    def _probe_tools(self) -> bool:
+        try:
+            kwargs: dict[str, Any] = {"tokenize": False, "add_generation_prompt": True, "tools": [_PROBE_TOOL]}
+            if self.chat_template is not None:
+                kwargs["chat_template"] = self.chat_template
+            text = self.tokenizer.apply_chat_template([{"role": "user", "content": "x"}], **kwargs)
+        except Exception as exc:  # a template that chokes on tools= does not support them
+            log.debug("chat template rejected tools=: %s", exc)
+            return False
+        return _PROBE_TOOL["function"]["name"] in text
+
+    def _probe_tool_role(self) -> str:
+        try:
+            text = self.render([{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"},
+                                {"role": "tool", "content": "PROBEOBS"}])
+        except Exception as exc:
+            log.info("chat template rejects the tool role (%s); observations are sent as user messages", exc)
+            return "user"
+        return "tool" if "PROBEOBS" in text else "user"
+
+    def _probe_drops_thinking(self) -> bool:
+        try:
+            text = self.render([{"role": "user", "content": "a"},
+                                {"role": "assistant", "content": "<think>\nPROBETHINK\n</think>\n\nok"},
+                                {"role": "user", "content": "b"}])
+        except Exception:
+            return False
+        return "PROBETHINK" not in text
