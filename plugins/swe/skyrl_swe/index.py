@@ -56,21 +56,11 @@ class Symbol:
 
 
 @attrs.frozen
-class CallSite:
-    """A call of ``name`` (the called identifier or attribute) at 1-based ``line`` inside ``caller`` (a qualname,
-    or ``""`` at module level)."""
-
-    name: str
-    line: int
-    caller: str
-
-
-@attrs.frozen
 class FileSymbols:
     """What one parse yields for one file (paths are filled in by the index; symbols here have ``path=""``)."""
 
     symbols: tuple[Symbol, ...]
-    calls: tuple[CallSite, ...]
+    calls: tuple[tuple[str, int], ...]  # (called identifier or attribute, 1-based line)
     has_error: bool
     n_lines: int
 
@@ -120,14 +110,11 @@ def parse_python(source: bytes) -> FileSymbols:
     parser, query = _python_parser()
     tree = parser.parse(source)
     symbols: list[Symbol] = []
-    calls: list[CallSite] = []
+    calls: list[tuple[str, int]] = []
     for _pattern, match in tree_sitter.QueryCursor(query).matches(tree.root_node):
         if "call" in match:
             node = match["call"][0]
-            parents = _enclosing(node)
-            caller = ".".join(_name_of(p) for p in reversed(parents))
-            calls.append(CallSite(name=node.text.decode("utf-8", "replace"), line=node.start_point[0] + 1,
-                                  caller=caller))
+            calls.append((node.text.decode("utf-8", "replace"), node.start_point[0] + 1))
             continue
         kind = "class" if "class" in match else "function"
         defn = match[kind][0]
@@ -198,12 +185,17 @@ class FileEntry:
     sha1: str
     data: bytes
     symbols: tuple[Symbol, ...]
-    calls: tuple[CallSite, ...]
+    calls: tuple[tuple[str, int], ...]
     has_error: bool
     n_lines: int
 
+    def enclosing(self, line: int) -> Symbol | None:
+        """The innermost definition containing 1-based ``line``."""
+        inner = [s for s in self.symbols if s.start <= line <= s.end]
+        return min(inner, key=lambda s: s.n_lines) if inner else None
 
-def _with_path(parsed: FileSymbols, path: str) -> tuple[tuple[Symbol, ...], tuple[CallSite, ...]]:
+
+def _with_path(parsed: FileSymbols, path: str) -> tuple[tuple[Symbol, ...], tuple[tuple[str, int], ...]]:
     return tuple(attrs.evolve(s, path=path) for s in parsed.symbols), parsed.calls
 
 
@@ -221,34 +213,53 @@ class CodeIndex:
         self.version = 0
         self.workers = workers if workers is not None else min(2, os.cpu_count() or 1)
         self.stats: dict[str, int] = {}
+        self._dirs: dict[str, tuple[int, list[str], list[str]]] = {}
+        self._last_refresh_ns = 0
         self._derived: dict[str, Any] = {}
         self._derived_version = -1
         self.lock = threading.Lock()
 
     # -- building ----------------------------------------------------------------------------------------------
     def _walk(self) -> Iterable[tuple[str, os.stat_result]]:
+        """Every indexable file with its stat. A directory whose mtime is unchanged is not listed again (its
+        entries are remembered), so a no-change refresh costs one stat per directory and per source file."""
         root = str(self.root)
         stack = [root]
+        dirs: dict[str, tuple[int, list[str], list[str]]] = {}
         while stack:
             current = stack.pop()
             try:
-                entries = list(os.scandir(current))
+                dir_mtime = os.stat(current).st_mtime_ns
             except OSError:
                 continue
-            for entry in entries:
-                name = entry.name
+            cached = self._dirs.get(current)
+            if cached is not None and cached[0] == dir_mtime:
+                subdirs, names = cached[1], cached[2]
+            else:
+                subdirs, names = [], []
                 try:
-                    if entry.is_dir(follow_symlinks=False):
-                        if name not in SKIP_DIRS and not name.endswith(".egg-info"):
-                            stack.append(entry.path)
-                    elif entry.is_file(follow_symlinks=False):
-                        suffix = os.path.splitext(name)[1]
-                        if suffix in LANGUAGES:
-                            st = entry.stat(follow_symlinks=False)
-                            if st.st_size <= MAX_FILE_BYTES:
-                                yield os.path.relpath(entry.path, root).replace(os.sep, "/"), st
+                    entries = list(os.scandir(current))
                 except OSError:
                     continue
+                for entry in entries:
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            if entry.name not in SKIP_DIRS and not entry.name.endswith(".egg-info"):
+                                subdirs.append(entry.path)
+                        elif entry.is_file(follow_symlinks=False) and os.path.splitext(entry.name)[1] in LANGUAGES:
+                            names.append(entry.path)
+                    except OSError:
+                        continue
+            dirs[current] = (dir_mtime, subdirs, names)
+            stack.extend(subdirs)
+            for path in names:
+                try:
+                    st = os.stat(path, follow_symlinks=False)
+                except OSError:
+                    continue
+                if st.st_size <= MAX_FILE_BYTES:
+                    yield path[len(root) + 1:].replace(os.sep, "/"), st
+        self._dirs = dirs
 
     def refresh(self) -> dict[str, int]:
         """Bring the index up to date with the files on disk; return counts (files, changed, parsed, removed)."""
@@ -256,12 +267,18 @@ class CodeIndex:
             return self._refresh()
 
     def _refresh(self) -> dict[str, int]:
+        import time
+
+        started_ns = time.time_ns()
         seen: set[str] = set()
         changed: list[tuple[str, os.stat_result, bytes, str]] = []
         for rel, st in self._walk():
             seen.add(rel)
             old = self.files.get(rel)
-            if old is not None and old.mtime_ns == st.st_mtime_ns and old.size == st.st_size:
+            # "racy" files (modified around the last refresh) are re-hashed: a same-size edit within one
+            # timestamp tick would otherwise go unseen (git's racy-git rule)
+            if old is not None and old.mtime_ns == st.st_mtime_ns and old.size == st.st_size \
+                    and st.st_mtime_ns < self._last_refresh_ns - 2_000_000_000:
                 continue
             try:
                 data = (self.root / rel).read_bytes()
@@ -295,6 +312,7 @@ class CodeIndex:
             self.files[rel] = FileEntry(mtime_ns=st.st_mtime_ns, size=st.st_size, sha1=sha1, data=data,
                                         symbols=symbols, calls=calls, has_error=result.has_error,
                                         n_lines=result.n_lines)
+        self._last_refresh_ns = started_ns
         if changed or removed:
             self.version += 1
         self.stats = {"files": len(self.files), "changed": len(changed), "parsed": len(parsed),
@@ -333,16 +351,30 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
 
+_TOKEN_MEMO: dict[str, tuple[str, ...]] = {}
+
+
+def _ident_tokens(ident: str) -> tuple[str, ...]:
+    low = ident.lower()
+    out = [low]
+    if "_" in ident or any(c.isupper() for c in ident[1:]):
+        for part in ident.split("_"):
+            for piece in _CAMEL.findall(part):
+                piece = piece.lower()
+                if piece and piece != low:
+                    out.append(piece)
+    return tuple(out)
+
+
 def code_tokens(text: str) -> list[str]:
     """Tokens for BM25 over code and prose: each identifier lower-cased, plus its snake_case and camelCase parts."""
     out: list[str] = []
+    memo = _TOKEN_MEMO
     for ident in _IDENT.findall(text):
-        low = ident.lower()
-        out.append(low)
-        if "_" in ident or any(c.isupper() for c in ident[1:]):
-            for part in ident.split("_"):
-                for piece in _CAMEL.findall(part):
-                    piece = piece.lower()
-                    if piece and piece != low:
-                        out.append(piece)
+        toks = memo.get(ident)
+        if toks is None:
+            toks = memo[ident] = _ident_tokens(ident)
+            if len(memo) > 500_000:
+                memo.clear()
+        out.extend(toks)
     return out

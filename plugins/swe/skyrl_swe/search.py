@@ -181,12 +181,16 @@ class Searcher:
             return self._results(exact, "name", f"{len(exact)} {what}(s) named '{name}':")
         from rapidfuzz import fuzz, process
 
-        names = [n for n, syms in table.items()
-                 if any(self._in_scope(s.path) and (not kinds or s.kind in kinds) for s in syms)]
+        if not kinds and not self.scope and not self.kind:
+            names, lowered_names = self.index.derived("names", lambda: (list(table), [n.lower() for n in table]))
+        else:
+            names = [n for n, syms in table.items()
+                     if any(self._in_scope(s.path) and (not kinds or s.kind in kinds) for s in syms)]
+            lowered_names = [n.lower() for n in names]
         lowered = name.lower()
-        exact_ci = [n for n in names if n.lower() == lowered]
-        scored = process.extract(name, names, scorer=fuzz.WRatio, limit=self.max_results * 2, score_cutoff=60,
-                                 processor=str.lower)
+        exact_ci = [n for n, low in zip(names, lowered_names) if low == lowered]
+        scored = [(names[i], score, i) for _m, score, i in process.extract(
+            lowered, lowered_names, scorer=fuzz.WRatio, limit=self.max_results * 2, score_cutoff=60)]
         candidates = exact_ci + [n for n, _score, _ in scored if n not in exact_ci]
         syms: list[Symbol] = []
         for cand in candidates:
@@ -274,51 +278,32 @@ class Searcher:
         for path, entry in self.index.files.items():
             if not self._in_scope(path):
                 continue
-            hits = [c for c in entry.calls if c.name == short]
+            hits = [line for called, line in entry.calls if called == short]
             if hits:
                 lines = entry.data.decode("utf-8", "replace").splitlines()
-                for c in hits:
-                    rows.append((path, c, lines[c.line - 1].strip() if c.line <= len(lines) else ""))
-        rows.sort(key=lambda r: (_is_test_path(r[0]), r[0], r[1].line))
+                for line in hits:
+                    sym = entry.enclosing(line)
+                    rows.append((path, line, sym.qualname if sym else "",
+                                 lines[line - 1].strip() if line <= len(lines) else ""))
+        rows.sort(key=lambda r: (_is_test_path(r[0]), r[0], r[1]))
         if not rows:
             return SearchOutput(f"No call sites of '{short}'.\n\nHint: `text:{short}` finds it in any form "
                                 f"(passed as a value, in strings).", "calls")
         limit = self.max_results * 6
-        listing = [f"{p}:{c.line}  in {c.caller or '<module>'}:  {code[:160]}" for p, c, code in rows[:limit]]
+        listing = [f"{p}:{n}  in {caller or '<module>'}:  {code[:160]}" for p, n, caller, code in rows[:limit]]
         more = f"\n[{len(rows) - limit} more call sites]" if len(rows) > limit else ""
-        first = next((r for r in rows if r[1].caller), rows[0])
-        nxt = f"`{first[0]}:{first[1].caller}`" if first[1].caller else f"`{first[0]}:{first[1].line}`"
+        first = next((r for r in rows if r[2]), rows[0])
+        nxt = f"`{first[0]}:{first[2]}`" if first[2] else f"`{first[0]}:{first[1]}`"
         return SearchOutput(f"{len(rows)} call site(s) of '{short}':\n" + "\n".join(listing) + more +
                             f"\n\nHint: search {nxt} to read a caller's code.", "calls",
-                            [f"{p}:{c.line}" for p, c, _ in rows[:limit]])
+                            [f"{p}:{n}" for p, n, _c, _ in rows[:limit]])
 
     def _text(self, needle: str) -> SearchOutput:
         if not needle:
             return SearchOutput("Empty text query.\n\nHint: `text:some words`.", "text")
-        raw = needle.encode()
-        lowered = needle.lower().encode()
-        rows = []
-        for path in sorted(self.index.files, key=lambda p: (_is_test_path(p), p)):
-            if not self._in_scope(path):
-                continue
-            data = self.index.files[path].data
-            hay = data if data.find(raw) >= 0 else (data.lower() if data.lower().find(lowered) >= 0 else None)
-            if hay is None:
-                continue
-            key = raw if hay is data else lowered
-            start = 0
-            while True:
-                pos = hay.find(key, start)
-                if pos < 0:
-                    break
-                line_no = data.count(b"\n", 0, pos) + 1
-                line_start = data.rfind(b"\n", 0, pos) + 1
-                line_end = data.find(b"\n", pos)
-                text = data[line_start: line_end if line_end >= 0 else len(data)].decode("utf-8", "replace")
-                rows.append((path, line_no, text.strip()))
-                start = (line_end + 1) if line_end >= 0 else len(data)
-                if len(rows) > 500:
-                    break
+        rows = self._scan(needle.encode(), fold=False)
+        if not rows:  # case-insensitive only when the exact text occurs nowhere (lower-casing costs a copy)
+            rows = self._scan(needle.lower().encode(), fold=True)
         if not rows:
             return SearchOutput(f"'{needle}' does not occur in any indexed file.\n\nHint: try fewer words, or a "
                                 f"bare name for a fuzzy definition search.", "text")
@@ -329,6 +314,25 @@ class Searcher:
         return SearchOutput(f"{len(rows)}{'+' if len(rows) > 500 else ''} line(s) containing '{needle}':\n" +
                             "\n".join(listing) + more + f"\n\nHint: search `{p}:{n}` for the definition around a "
                             f"line.", "text", [f"{p}:{n}" for p, n, _ in rows[:limit]])
+
+    def _scan(self, key: bytes, fold: bool) -> list[tuple[str, int, str]]:
+        rows: list[tuple[str, int, str]] = []
+        for path in sorted(self.index.files, key=lambda p: (_is_test_path(p), p)):
+            if not self._in_scope(path):
+                continue
+            data = self.index.files[path].data
+            hay = data.lower() if fold else data
+            start = 0
+            while (pos := hay.find(key, start)) >= 0:
+                line_start = data.rfind(b"\n", 0, pos) + 1
+                line_end = data.find(b"\n", pos)
+                line_end = line_end if line_end >= 0 else len(data)
+                rows.append((path, data.count(b"\n", 0, pos) + 1,
+                             data[line_start:line_end].decode("utf-8", "replace").strip()))
+                start = line_end + 1
+                if len(rows) > 500:
+                    return rows
+        return rows
 
     def _bm25_index(self):
         def build():
