@@ -69,6 +69,10 @@ class Runtime(abc.ABC):
     async def start(self) -> None:
         """Create the environment (seconds to minutes for containers). Raises on failure."""
 
+    async def prepare(self, instance: Any) -> None:
+        """Set the started runtime up for one task instance (copy its repository, build its environment).
+        Called in the dispatcher's init stage right after ``start``; the default does nothing."""
+
     @abc.abstractmethod
     async def exec(self, command: str | list[str], timeout_s: float = 30.0, stdin: str | None = None,
                    env: dict[str, str] | None = None) -> ExecResult:
