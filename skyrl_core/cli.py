@@ -180,7 +180,9 @@ def build_cli() -> click.Group:
         obj = reg.obj
         if isinstance(obj, typer.Typer):
             obj = typer.main.get_command(obj)
-        if not isinstance(obj, click.Command):
+        # typer vendors its own click: its commands are instances of that Command class, not click.Command
+        command_types = (click.Command, *[c for c in type(group).__mro__ if c.__name__ == "Command"])
+        if not isinstance(obj, command_types):
             raise SkyrlError(f"plugin '{reg.plugin}' registered command '{reg.name}' that is neither a click "
                              f"command nor a typer app")
         group.add_command(obj, reg.name)

@@ -87,4 +87,4 @@ def register_commands(register):
 
     app = typer.Typer(rich_markup_mode=None, add_completion=False)
     app.command("serve")(serve)
-    register(typer.main.get_command(app), name="serve")
+    register(app, name="serve")
