@@ -20,3 +20,10 @@ local_backend.name = "local"
 def register_backends(register):
     register(local_backend, name="local")
 
+
+
+@hookimpl(trylast=True)
+def register_commands(register):
+    from skyrl_core.trainer.cli import train_app
+
+    register(train_app, name="train")

@@ -325,9 +325,13 @@ class LocalBackend(Backend):
             self.peft_model.unmerge_adapter()
 
     async def sync_weights(self, engine: Any) -> None:
-        """Shared module (hf engine): nothing to copy. Otherwise push the merged weights via
-        ``engine.update_weights`` (an engine without an update path raises SkyrlError naming itself)."""
-        if engine is None or getattr(engine, "model", None) is self.model:
+        """Shared module (hf engine): the weights are already there; tell the engine they changed so it drops
+        caches computed with the old ones. Otherwise push the merged weights via ``engine.update_weights``
+        (an engine without an update path raises SkyrlError naming itself)."""
+        if engine is None:
+            return
+        if getattr(engine, "model", None) is self.model:
+            await engine.update_weights(None)
             return
         await engine.update_weights(self.policy_state_dict())
 

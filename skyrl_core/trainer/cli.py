@@ -1,0 +1,74 @@
+"""``skyrl train CONFIG [overrides] [--output DIR] [--resume]`` — registered through ``register_commands``.
+Imports only typer/rich at module level; torch loads when the command runs."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+train_app = typer.Typer(rich_markup_mode=None, add_completion=False)
+
+
+def default_output(config_path: str) -> Path:
+    return Path("runs") / Path(config_path).stem
+
+
+def _fmt(value, spec=".2f") -> str:
+    return format(value, spec) if isinstance(value, (int, float)) else "-"
+
+
+@train_app.command("train", context_settings={"allow_extra_args": False})
+def train_command(
+    config: str = typer.Argument(..., help="Run config (YAML), e.g. examples/quickstart.yaml."),
+    overrides: Optional[list[str]] = typer.Argument(None, help="key.sub=value overrides, e.g. train.steps=1 "
+                                                              "data.limit=4."),
+    output: Optional[str] = typer.Option(None, "--output", "-o", help="Run directory (default runs/<config name>)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run in --output from its latest checkpoint."),
+) -> None:
+    """Train an agent with RL: rollouts -> training data -> train step -> weight sync, with eval, checkpoints,
+    metrics (metrics.jsonl, TensorBoard/W&B when enabled) and a final plot (training.png)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ..config import load_config
+    from .loop import TrainRun
+
+    cfg = load_config(config, list(overrides or []))
+    out = Path(output) if output else default_output(config)
+    console = Console(stderr=True)
+    progress = Progress(TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        TextColumn("{task.description}"), console=console, transient=False)
+    task = progress.add_task("", total=cfg.train.steps)
+
+    def on_step(record: dict) -> None:
+        if record["kind"] == "eval":
+            console.print(f"eval @ step {record['step']}: pass@1 {_fmt(record['pass@1'], '.3f')} "
+                          f"on {record['n']} instances, turns {_fmt(record.get('mean_turns'))}, "
+                          f"tool calls {_fmt(record.get('tool_calls_per_trajectory'))} "
+                          f"({_fmt(record['eval_s'], '.0f')} s)", highlight=False)
+            return
+        progress.update(task, completed=record["step"],
+                        description=f"reward {_fmt(record.get('reward_mean'))} "
+                                    f"loss {_fmt(record.get('train/loss'), '.4f')} "
+                                    f"step {_fmt(record.get('step_s'), '.0f')} s")
+        console.print(f"step {record['step']}: reward {_fmt(record.get('reward_mean'), '.3f')}, "
+                      f"turns {_fmt(record.get('mean_turns'))}, tool calls "
+                      f"{_fmt(record.get('tool_calls_per_trajectory'))}, zero-adv groups "
+                      f"{_fmt(record.get('batch/zero_advantage_groups'), '.0f')}, loss "
+                      f"{_fmt(record.get('train/loss'), '.4f')}, rollout {_fmt(record.get('rollout_s'), '.0f')} s, "
+                      f"train {_fmt(record.get('train_s'), '.0f')} s", highlight=False)
+
+    run = TrainRun(cfg, out, resume=resume, on_step=on_step)
+    with progress:
+        if resume:
+            progress.update(task, completed=0)
+        summary = asyncio.run(run.run())
+    first, last = summary["eval_first"], summary["eval_last"]
+    if first and last:
+        console.print(f"eval pass@1: {first['pass@1']:.3f} (step {first['step']}) -> {last['pass@1']:.3f} "
+                      f"(step {last['step']})", highlight=False)
+    console.print(f"done: {summary['steps']} steps; metrics {out / 'metrics.jsonl'}, plot {summary['plot']}, "
+                  f"checkpoint {summary['checkpoint'] or '-'}", highlight=False)

@@ -1,0 +1,284 @@
+"""The ``skyrl train`` loop: rollouts -> post-process -> train step -> weight sync, with eval, checkpoints,
+metrics and the final plot.
+
+One step (SkyRL-Agent, arXiv 2511.16108, Sec. 3): take ``train.batch_size`` instances from the data cursor, roll
+each out ``sampling.n_samples`` times through the :class:`~skyrl_core.rollout.RolloutSession` (its dispatcher
+schedules init / run / eval stages), build the :class:`~skyrl_core.transitions.TrainingBatch`
+(:func:`~skyrl_core.postprocess.build_training_batch`), update the policy through the backend and sync the
+engine's weights. Every ``train.eval_every`` steps the held-out split is rolled out once per instance at
+``train.eval_temperature``; pass@1 is the fraction of eval trajectories with reward >= 1.
+
+Data order is a deterministic function of ``train.seed``: epoch ``e`` visits the train instances in the order
+``random.Random(f"{seed}:{e}").shuffle``; after ``k`` steps the cursor stands at ``k * batch_size``. A checkpoint
+stores the step (hence the cursor), the backend state and the RNG states, so ``--resume`` after a kill runs step
+``k + 1`` on exactly the instances an uninterrupted run would, and no step is lost or repeated (metrics of steps
+after the checkpoint are dropped from metrics.jsonl on resume).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import resource
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ..backends import TrainingDivergedError, create_backend
+from ..config import Config, config_to_yaml
+from ..errors import SkyrlError
+from ..postprocess import build_training_batch
+from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from .metrics import MetricsLogger
+
+log = logging.getLogger(__name__)
+
+
+class DataCursor:
+    """Deterministic, resumable order over ``n`` train instances: ``take(k)`` returns the next ``k`` indices,
+    crossing epoch boundaries; ``position`` counts instances handed out so far."""
+
+    def __init__(self, n: int, seed: int, position: int = 0) -> None:
+        if n <= 0:
+            raise SkyrlError("no train instances: check the task's data (tasks.N.data) and data.limit")
+        self.n = n
+        self.seed = seed
+        self.position = position
+        self._orders: dict[int, list[int]] = {}
+
+    def _order(self, epoch: int) -> list[int]:
+        if epoch not in self._orders:
+            order = list(range(self.n))
+            random.Random(f"{self.seed}:{epoch}").shuffle(order)
+            self._orders = {epoch: order}
+        return self._orders[epoch]
+
+    def take(self, k: int) -> list[int]:
+        out = []
+        for _ in range(k):
+            epoch, i = divmod(self.position, self.n)
+            out.append(self._order(epoch)[i])
+            self.position += 1
+        return out
+
+
+def trajectory_summary(trajectories: Sequence[Any]) -> dict[str, float]:
+    """Rollout figures of a step: reward, pass rate, turns, tool calls, finish reasons, masked/failed counts."""
+    n = len(trajectories)
+    if not n:
+        return {"trajectories": 0.0}
+    calls = [sum(t.tool_calls.values()) for t in trajectories]
+    out = {
+        "reward_mean": sum(float(t.reward) for t in trajectories) / n,
+        "pass_rate": sum(float(t.reward) >= 1.0 for t in trajectories) / n,
+        "mean_turns": sum(t.turns for t in trajectories) / n,
+        "tool_calls_per_trajectory": sum(calls) / n,
+        "trajectories_with_tool_call": sum(c > 0 for c in calls) / n,
+        "masked_fraction": sum(bool(t.masked) for t in trajectories) / n,
+        "error_fraction": sum(t.error is not None for t in trajectories) / n,
+        "generated_tokens_mean": sum(sum(len(x.output_ids) for x in t.transitions) for t in trajectories) / n,
+    }
+    for reason, count in Counter(t.finish_reason or "none" for t in trajectories).items():
+        out[f"finish/{reason}"] = count / n
+    return out
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process so far, in MiB (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+class TrainRun:
+    """One training run writing into ``output``.
+
+    ``session_factory`` (async, ``config -> session``) defaults to ``RolloutSession.create``. ``on_step`` is
+    called with each train record (progress display). Raises SkyrlError when ``output`` already holds
+    checkpoints and ``resume`` is False, or ``resume`` is True and there is none.
+    """
+
+    def __init__(self, config: Config, output: str | Path, resume: bool = False,
+                 session_factory: Callable[[Config], Any] | None = None,
+                 on_step: Callable[[dict], None] | None = None) -> None:
+        self.config = config
+        self.output = Path(output)
+        self.ckpt_root = self.output / "checkpoints"
+        self.resume = resume
+        self.session_factory = session_factory
+        self.on_step = on_step
+        self.step = 0
+        self.session: Any = None
+        self.backend: Any = None
+        self.logger: MetricsLogger | None = None
+        self.records: list[dict] = []
+        self._saved_step = -1
+        self._training = False
+
+    # -- setup -----------------------------------------------------------------------------------------------
+    async def _setup(self) -> None:
+        existing = latest_checkpoint(self.ckpt_root)
+        if self.resume and existing is None:
+            raise SkyrlError(f"--resume: no checkpoint under {self.ckpt_root}; start without --resume")
+        if not self.resume and existing is not None:
+            raise SkyrlError(f"{self.output} already holds a run (checkpoint {existing.name}); pass --resume to "
+                             f"continue it or --output DIR for a new run")
+        self.output.mkdir(parents=True, exist_ok=True)
+        (self.output / "config.yaml").write_text(config_to_yaml(self.config))
+        if self.session_factory is None:
+            from ..rollout import RolloutSession
+
+            self.session = await RolloutSession.create(self.config)
+        else:
+            self.session = await self.session_factory(self.config)
+        self.backend = create_backend(self.config, self.session.engine)
+        self.train_items = self.session.load_instances("train")
+        needs_eval = self.config.train.eval_every > 0 or self.config.train.eval_at_start
+        self.eval_items = self.session.load_instances("eval") if needs_eval else []
+        self.logger = MetricsLogger(self.output, self.config.logging, self.config.to_dict())
+        position = 0
+        if self.resume:
+            state = load_checkpoint(existing, self.backend)
+            self.step = int(state["step"])
+            position = int(state["cursor"])
+            self._saved_step = self.step
+            self.records = self.logger.truncate_after(self.step)
+            await self.backend.sync_weights(self.session.engine)
+            log.warning("resumed from %s at step %d", existing, self.step)
+        else:
+            self.logger.truncate_after(-1)
+        self.cursor = DataCursor(len(self.train_items), self.config.train.seed, position)
+
+    # -- one step --------------------------------------------------------------------------------------------
+    def step_items(self) -> list[Any]:
+        """The instances of the next step (advances the cursor)."""
+        return [self.train_items[i] for i in self.cursor.take(self.config.train.batch_size)]
+
+    async def train_step(self) -> dict[str, Any]:
+        cfg = self.config
+        step = self.step + 1
+        t0 = time.perf_counter()
+        items = self.step_items()
+        trajectories, dispatch = await self.session.rollout(items, cfg.sampling.n_samples)
+        t_rollout = time.perf_counter() - t0
+        self._dump_trajectories(step, trajectories)
+        batch = build_training_batch(trajectories, cfg.backend.advantage, cfg.backend.std_normalize)
+        t1 = time.perf_counter()
+        self._training = True
+        try:
+            train_metrics = await self.backend.train_step(batch)
+            await self.backend.sync_weights(self.session.engine)
+        finally:
+            self._training = False
+        t_train = time.perf_counter() - t1
+        self.step = step
+        record: dict[str, Any] = {"kind": "train", "step": step, "instances": [f"{tc.name}:{inst.id}" for tc, inst in items]}
+        record.update(trajectory_summary(trajectories))
+        record.update({f"batch/{k}": v for k, v in batch.metrics.items()})
+        record.update({f"train/{k}": v for k, v in train_metrics.items()})
+        record.update({f"dispatch/{k}": v for k, v in dispatch.items() if isinstance(v, (int, float))})
+        record.update(rollout_s=t_rollout, train_s=t_train, step_s=time.perf_counter() - t0,
+                      peak_rss_mb=peak_rss_mb(), bad_steps=self.backend.bad_steps)
+        self._log(record)
+        if self.backend.bad_steps >= cfg.train.max_bad_steps:
+            raise TrainingDivergedError(
+                f"{self.backend.bad_steps} training steps in a row had a non-finite loss or gradient (step {step}); "
+                f"stopping (train.max_bad_steps={cfg.train.max_bad_steps}). Lower backend.lr or check rewards.")
+        return record
+
+    async def evaluate(self) -> dict[str, Any]:
+        """Roll out every eval instance once at ``train.eval_temperature``; log and return the eval record."""
+        from ..inference.base import SamplingParams
+
+        cfg = self.config
+        t0 = time.perf_counter()
+        sampling = SamplingParams(temperature=cfg.train.eval_temperature, top_p=cfg.sampling.top_p,
+                                  top_k=cfg.sampling.top_k, max_tokens=cfg.sampling.max_tokens,
+                                  seed=cfg.sampling.seed)
+        trajectories, _ = await self.session.rollout(self.eval_items, 1, sampling)
+        summary = trajectory_summary(trajectories)
+        record = {"kind": "eval", "step": self.step, "n": len(trajectories),
+                  "pass@1": summary.get("pass_rate", 0.0), **summary, "eval_s": time.perf_counter() - t0}
+        self._log(record)
+        return record
+
+    # -- bookkeeping -----------------------------------------------------------------------------------------
+    def _log(self, record: dict) -> None:
+        self.records.append(record)
+        assert self.logger is not None
+        self.logger.log(record)
+        if self.on_step is not None:
+            self.on_step(record)
+
+    def _dump_trajectories(self, step: int, trajectories: Sequence[Any]) -> None:
+        folder = self.output / "rollouts"
+        folder.mkdir(exist_ok=True)
+        with (folder / f"step-{step:06d}.jsonl").open("w") as f:
+            for t in trajectories:
+                f.write(json.dumps(t.to_json(), default=str) + "\n")
+
+    def checkpoint(self) -> Path | None:
+        if self.step == self._saved_step:
+            return None
+        path = save_checkpoint(self.ckpt_root, self.step, self.backend,
+                               {"cursor": self.cursor.position, "config": self.config.to_dict()},
+                               keep=self.config.train.keep_checkpoints)
+        self._saved_step = self.step
+        return path
+
+    def _eval_due(self) -> bool:
+        every = self.config.train.eval_every
+        return bool(self.eval_items) and ((every > 0 and self.step % every == 0) or self.step == self.config.train.steps)
+
+    # -- the run ---------------------------------------------------------------------------------------------
+    async def run(self) -> dict[str, Any]:
+        """Train to ``train.steps``; return a summary (first/last eval pass@1, paths). Saves a checkpoint on
+        Ctrl-C (unless interrupted inside a weight update) and re-raises."""
+        cfg = self.config
+        try:
+            await self._setup()
+            if self.step == 0 and cfg.train.eval_at_start and self.eval_items:
+                await self.evaluate()
+            while self.step < cfg.train.steps:
+                await self.train_step()
+                if self._eval_due():
+                    await self.evaluate()
+                if cfg.train.checkpoint_every > 0 and self.step % cfg.train.checkpoint_every == 0:
+                    self.checkpoint()
+            if self.step > 0 and cfg.train.checkpoint_every > 0:
+                self.checkpoint()
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            if self.backend is not None and not self._training and self.step > 0:
+                log.warning("interrupted: saving a checkpoint at step %d", self.step)
+                self.checkpoint()
+            elif self._training:
+                log.warning("interrupted during a weight update: the last checkpoint (step %d) stands",
+                            self._saved_step)
+            raise
+        finally:
+            await self._close()
+        return self.summary()
+
+    def summary(self) -> dict[str, Any]:
+        evals = [r for r in self.records if r.get("kind") == "eval"]
+        plot = self.plot()
+        return {"steps": self.step, "output": str(self.output), "plot": str(plot) if plot else None,
+                "eval_first": evals[0] if evals else None, "eval_last": evals[-1] if evals else None,
+                "checkpoint": str(latest_checkpoint(self.ckpt_root) or "")}
+
+    def plot(self) -> Path | None:
+        if not self.records:
+            return None
+        from .plots import plot_run
+
+        return plot_run(self.records, self.output / "training.png",
+                        title=f"skyrl train: {', '.join(t.name for t in self.config.tasks)} / {self.config.model}")
+
+    async def _close(self) -> None:
+        if self.logger is not None:
+            self.logger.close()
+        if self.backend is not None:
+            await self.backend.close()
+        if self.session is not None:
+            await self.session.close()

@@ -1,0 +1,46 @@
+"""The end-of-run figure: reward, eval pass@1, mean turns and tool calls per step, from metrics.jsonl."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from ..errors import require
+
+
+def plot_run(records: Sequence[dict], path: str | Path, title: str = "skyrl train") -> Path:
+    """Write a 2x2 PNG to ``path`` from metric records (``kind`` train/eval, ``step``). Returns the path.
+
+    Panels: train reward mean per step; eval pass@1 per evaluated step; mean turns per trajectory; tool calls
+    per trajectory. Raises MissingExtraError without matplotlib.
+    """
+    matplotlib = require("matplotlib", "train", "the training plot")
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    train = [r for r in records if r.get("kind") == "train"]
+    evals = [r for r in records if r.get("kind") == "eval"]
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7), constrained_layout=True)
+    panels = [
+        (axes[0, 0], train, "reward_mean", "train reward (mean)"),
+        (axes[0, 1], evals, "pass@1", "eval pass@1"),
+        (axes[1, 0], train, "mean_turns", "turns per trajectory"),
+        (axes[1, 1], train, "tool_calls_per_trajectory", "tool calls per trajectory"),
+    ]
+    for ax, rows, key, label in panels:
+        pts = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), (int, float))]
+        if pts:
+            xs, ys = zip(*pts)
+            ax.plot(xs, ys, marker="o")
+            for x, y in pts if len(pts) <= 12 and key == "pass@1" else []:
+                ax.annotate(f"{y:.2f}", (x, y), textcoords="offset points", xytext=(0, 6), ha="center")
+        else:
+            ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+        ax.set_title(label)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    fig.suptitle(title)
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,106 @@
+"""Train-step throughput of the local backend against a plain transformers forward/backward on the same tokens.
+
+Both sides see identical micro-batches (same rows, same padding, ``backend.micro_batch_tokens``) of real
+GSM8K-shaped sequences (a ChatML prompt with a GSM8K question, a response of ``--resp`` tokens) and run AdamW
+steps on SmolLM2-135M-Instruct. "plain" is ``model(input_ids, attention_mask, labels=...)`` + ``loss.backward()``
+(the standard causal-LM loss over every position); "local" is ``LocalBackend.train_step_sync`` (PPO-clipped PG
+loss over response tokens only, logits computed for the response positions only). Target: local >= 0.9x plain.
+
+Run: python tests/benchmarks/bench_train_step.py [--data 16] [--resp 160] [--repeat 3] [--micro-batch-tokens 4096]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from skyrl_core.config import Config
+from skyrl_core.models import load_tokenizer
+from skyrl_core.trainer.local import LocalBackend, plan_micro_batches
+from skyrl_core.transitions import Datum, TrainingBatch
+
+GSM8K = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "gsm8k" / "test.jsonl"
+
+
+def make_batch(tok, n: int, resp: int, seed: int = 0) -> TrainingBatch:
+    rng = random.Random(seed)
+    questions = [json.loads(line)["question"] for line in GSM8K.read_text().splitlines()[:200]]
+    data = []
+    for i in range(n):
+        msgs = [{"role": "system", "content": "Solve the problem. You may call the python tool."},
+                {"role": "user", "content": rng.choice(questions)}]
+        ids = tok.apply_chat_template(msgs, add_generation_prompt=True)
+        prompt = list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+        r = rng.randint(resp // 2, resp * 3 // 2)
+        response = [rng.randrange(100, 40000) for _ in range(r)]
+        data.append(Datum(prompt_ids=prompt, response_ids=response, response_mask=[1] * r,
+                          rollout_logprobs=[-1.0] * r, reward=float(i % 2), advantage=0.5 if i % 2 else -0.5,
+                          trajectory_id=f"t{i}", group_id=f"g{i // 4}", is_last_step=True))
+    return TrainingBatch(data=data)
+
+
+def plain_step(backend: LocalBackend, batch: TrainingBatch, opt: torch.optim.Optimizer) -> int:
+    """Same micro-batches as the backend; standard HF causal-LM loss; one AdamW step."""
+    model = backend.model
+    model.train()
+    opt.zero_grad(set_to_none=True)
+    lengths = [len(d.prompt_ids) + len(d.response_ids) for d in batch.data]
+    tokens = 0
+    for idx in plan_micro_batches(lengths, backend.bc.micro_batch_tokens):
+        mb = backend._collate([batch.data[i] for i in idx])
+        labels = mb["input_ids"].masked_fill(mb["attention_mask"] == 0, -100)
+        out = model(input_ids=mb["input_ids"], attention_mask=mb["attention_mask"],
+                    position_ids=mb["position_ids"], labels=labels, use_cache=False)
+        (out.loss * len(idx) / len(batch.data)).backward()
+        tokens += int(mb["attention_mask"].sum())
+    torch.nn.utils.clip_grad_norm_(backend.params, 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    model.eval()
+    return tokens
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--data", type=int, default=16)
+    parser.add_argument("--resp", type=int, default=160)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--micro-batch-tokens", type=int, default=4096)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    ns = parser.parse_args()
+    if ns.threads:
+        torch.set_num_threads(ns.threads)
+    config = Config()
+    config.backend.lr = 1e-7
+    config.backend.micro_batch_tokens = ns.micro_batch_tokens
+    backend = LocalBackend(config)
+    plain_opt = torch.optim.AdamW(backend.params, lr=1e-7)
+    batch = make_batch(load_tokenizer(config.model), ns.data, ns.resp)
+    n_tokens = sum(len(d.prompt_ids) + len(d.response_ids) for d in batch.data)
+    print(f"device {backend.device}, {len(batch.data)} sequences, {n_tokens} tokens "
+          f"({sum(len(d.response_ids) for d in batch.data)} response), micro_batch_tokens {ns.micro_batch_tokens}, "
+          f"torch threads {torch.get_num_threads()}")
+    plain_step(backend, batch, plain_opt)  # warm-up both paths (allocator, kernels)
+    backend.train_step_sync(batch)
+    times: dict[str, list[float]] = {"plain": [], "local": []}
+    for _ in range(ns.repeat):  # interleaved, so a noisy neighbour hits both sides alike
+        t0 = time.perf_counter()
+        plain_step(backend, batch, plain_opt)
+        times["plain"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        backend.train_step_sync(batch)
+        times["local"].append(time.perf_counter() - t0)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    for k, v in times.items():
+        print(f"{k:6s} median {med[k]:.2f} s  ({n_tokens / med[k]:.0f} tokens/s)  runs {[round(x, 2) for x in v]}")
+    print(f"local / plain throughput: {med['plain'] / med['local']:.2f}x (target >= 0.9x)")
+
+
+if __name__ == "__main__":
+    main()
