@@ -406,8 +406,8 @@ class PipelineDispatcher(_BaseDispatcher):
     free), and shrinks while the engine queues requests. Inits are admitted to fill free run slots plus a
     lookahead sized by Little's law, ``ceil(1.25 * run_slots * mean_init_s / mean_run_s)`` (the runs expected
     to finish while one init takes place), so a runtime is ready when a slot frees. Before any run has finished,
-    ``mean_run_s`` is taken as twice the age of the oldest run (its expected total given its age). Every mode
-    honours ``max_runtimes``.
+    ``mean_run_s`` is taken as twice the age of the oldest run (its expected total given its age). Once every
+    trajectory has been admitted, ready runtimes start their run at once. Every mode honours ``max_runtimes``.
     """
 
     name = "async_pipeline"
@@ -483,6 +483,8 @@ class PipelineDispatcher(_BaseDispatcher):
         if gate == "evalq":
             return c[_EVAL_Q] < self.eval_queue_capacity + max(self.eval_workers - c[_EVAL], 0)
         if gate == "run":
+            if self.auto and c[_PENDING] == 0:
+                return True  # nothing left to admit: an initialised runtime never waits idle for a slot
             return self._in_run() < self.run_limit
         # init
         if self._alive() >= self.max_runtimes or c[_INIT] >= self.init_workers:

@@ -11,3 +11,10 @@ from ..hookspecs import hookimpl
 def register_dispatchers(register):
     for name, cls in BUILTIN_DISPATCHERS.items():
         register(cls, name=name)
+
+
+@hookimpl(trylast=True)
+def register_commands(register):
+    from ..bench.cli import bench_app  # typer only; the simulation and matplotlib load inside the command
+
+    register(bench_app, name="bench")

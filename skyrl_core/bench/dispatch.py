@@ -1,0 +1,324 @@
+"""``skyrl bench dispatch``: every dispatcher side by side on the same simulated workload and seed.
+
+The simulation runs the real dispatchers (``skyrl_core.dispatchers``) on a virtual-clock event loop
+(:mod:`skyrl_core.bench.clock`). Each trajectory's stages are timed waits drawn from a profile's
+distributions — ``init`` (start a runtime), ``run`` (an agent loop: per turn, one generate request of N tokens to
+the :class:`~skyrl_core.bench.engine.StandInEngine`, then one tool call), ``eval`` (run the verifier),
+``release`` (stop the runtime) — so only the scheduling differs between dispatchers. See docs/dispatchers.md
+for the profiles and why they model SWE training.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import time
+from typing import Any
+
+import attrs
+
+from ..config import DispatcherConfig
+from ..dispatchers import BUILTIN_DISPATCHERS, Stages
+from ..inference.base import SamplingParams
+from ..transitions import Trajectory
+from .clock import run_virtual
+from .engine import StandInEngine
+
+log = logging.getLogger(__name__)
+
+
+@attrs.define(frozen=True)
+class Profile:
+    """A simulated workload. Durations in seconds, ``tokens_*`` in tokens.
+
+    Per instance, a median init and eval time is drawn log-normally (``*_median_s``, ``*_instance_sigma``);
+    each sample varies around it (``*_sample_sigma``): the samples of one instance share a repository, so
+    their runtime image and test suite cost alike. Turns per trajectory are uniform in
+    ``[turns_min, turns_max]`` per instance, +-30 % per sample; each turn generates a log-normal number of
+    tokens and then makes one tool call of log-normal duration.
+    """
+
+    name: str
+    description: str
+    instances: int = 16
+    samples: int = 8
+    capacity: int = 32
+    step_base_s: float = 0.030
+    step_per_seq_s: float = 0.0005
+    max_parallel_agents: int = 32
+    init_median_s: float = 45.0
+    init_instance_sigma: float = 0.4
+    init_sample_sigma: float = 0.25
+    eval_median_s: float = 60.0
+    eval_instance_sigma: float = 0.5
+    eval_sample_sigma: float = 0.2
+    turns_min: int = 10
+    turns_max: int = 22
+    tokens_median: float = 180.0
+    tokens_sigma: float = 0.5
+    tool_median_s: float = 1.0
+    tool_sigma: float = 0.8
+    release_s: float = 2.0
+
+
+PROFILES: dict[str, Profile] = {
+    "swe": Profile(
+        name="swe",
+        description="SWE-bench-like: a container per trajectory (~50 s to start and set up the repo), 10-22 "
+                    "agent turns of ~200 tokens each with a shell command between them, ~70 s of tests to "
+                    "verify; init + eval about as long as generation.",
+    ),
+    "light": Profile(
+        name="light",
+        description="GSM8K + python tool: a bubblewrap sandbox (~1 s), 2-4 short turns, a string-match "
+                    "verifier; init and eval are cheap next to generation.",
+        init_median_s=1.0, init_instance_sigma=0.2, init_sample_sigma=0.2,
+        eval_median_s=0.2, eval_instance_sigma=0.2, eval_sample_sigma=0.2,
+        turns_min=2, turns_max=4, tokens_median=150.0, tokens_sigma=0.4,
+        tool_median_s=0.3, tool_sigma=0.5, release_s=0.1,
+    ),
+}
+
+
+def dispatcher_variants(profile: Profile) -> dict[str, DispatcherConfig]:
+    """The dispatchers compared, all with ``max_parallel_agents`` from the profile and no other tuning."""
+    p = profile.max_parallel_agents
+    return {
+        "async_batch": DispatcherConfig(type="async_batch", max_parallel_agents=p),
+        "async_batch_bounded": DispatcherConfig(type="async_batch_bounded", max_parallel_agents=p),
+        "async_pipeline": DispatcherConfig(type="async_pipeline", max_parallel_agents=p),
+        "async_pipeline_auto": DispatcherConfig(type="async_pipeline", max_parallel_agents=p, auto=True),
+        "priority": DispatcherConfig(type="priority", max_parallel_agents=p, auto=True),
+    }
+
+
+@attrs.define
+class TrajectorySpec:
+    """One simulated trajectory: stage durations (seconds) and its turns as (tokens, tool seconds)."""
+
+    init_s: float
+    turns: list[tuple[int, float]]
+    eval_s: float
+    priority: float
+
+
+def make_workload(profile: Profile, seed: int) -> list[TrajectorySpec]:
+    """Draw ``instances x samples`` trajectory specs; the same seed gives the same workload."""
+    rng = random.Random(seed)
+    step_full = profile.step_base_s + profile.step_per_seq_s * profile.capacity
+    tokens_mean = profile.tokens_median * math.exp(profile.tokens_sigma ** 2 / 2)
+    tool_mean = profile.tool_median_s * math.exp(profile.tool_sigma ** 2 / 2)
+    specs = []
+    for _ in range(profile.instances):
+        init_med = rng.lognormvariate(math.log(profile.init_median_s), profile.init_instance_sigma)
+        eval_med = rng.lognormvariate(math.log(profile.eval_median_s), profile.eval_instance_sigma)
+        turns_mean = rng.uniform(profile.turns_min, profile.turns_max)
+        # What a scheduler could know ahead: the instance's typical run + eval cost (e.g. from past epochs).
+        priority = turns_mean * (tokens_mean * step_full + tool_mean) + eval_med
+        for _ in range(profile.samples):
+            n_turns = max(1, round(turns_mean * rng.uniform(0.7, 1.3)))
+            turns = [(max(1, round(rng.lognormvariate(math.log(profile.tokens_median), profile.tokens_sigma))),
+                      rng.lognormvariate(math.log(profile.tool_median_s), profile.tool_sigma))
+                     for _ in range(n_turns)]
+            specs.append(TrajectorySpec(
+                init_s=init_med * rng.lognormvariate(0.0, profile.init_sample_sigma),
+                turns=turns,
+                eval_s=eval_med * rng.lognormvariate(0.0, profile.eval_sample_sigma),
+                priority=priority,
+            ))
+    return specs
+
+
+async def simulate(profile: Profile, config: DispatcherConfig, seed: int) -> dict[str, Any]:
+    """Run one dispatcher over the profile's workload on the current (virtual-clock) loop.
+
+    Returns the dispatcher's metrics plus ``engine_timeline`` ([(t, requests in flight)]), ``decode_steps``,
+    ``leaked_runtimes`` (starts minus releases, must be 0) and the generation-only seconds per trajectory.
+    """
+    import asyncio
+
+    engine = StandInEngine(profile.capacity, profile.step_base_s, profile.step_per_seq_s)
+    specs = make_workload(profile, seed)
+    trajs = []
+    for k, spec in enumerate(specs):
+        inst = k // profile.samples
+        traj = Trajectory(instance_id=f"sim-{inst}", sample_index=k % profile.samples, task=f"sim-{profile.name}",
+                          group_id=f"sim-{inst}")
+        traj.metrics["priority"] = spec.priority
+        trajs.append(traj)
+    spec_of = {id(t): s for t, s in zip(trajs, specs)}
+    ledger = {"started": 0, "released": 0}
+
+    async def init(traj: Trajectory) -> None:
+        ledger["started"] += 1
+        await asyncio.sleep(spec_of[id(traj)].init_s)
+
+    async def run(traj: Trajectory) -> None:
+        prompt = [0] * 8
+        for tokens, tool_s in spec_of[id(traj)].turns:
+            await engine.generate(prompt, SamplingParams(max_tokens=tokens))
+            traj.turns += 1
+            await asyncio.sleep(tool_s)
+        traj.finish_reason = "finished"
+
+    async def evaluate(traj: Trajectory) -> None:
+        await asyncio.sleep(spec_of[id(traj)].eval_s)
+        traj.reward = 1.0
+
+    async def release(traj: Trajectory) -> None:
+        await asyncio.sleep(profile.release_s)
+        ledger["released"] += 1
+
+    dispatcher = BUILTIN_DISPATCHERS[config.type](config, engine.stats)
+    metrics = await dispatcher.dispatch(trajs, Stages(init=init, run=run, eval=evaluate, release=release))
+    await engine.close()
+    metrics["engine_timeline"] = engine.timeline
+    metrics["decode_steps"] = engine.steps
+    metrics["leaked_runtimes"] = ledger["started"] - ledger["released"]
+    return metrics
+
+
+SUMMARY_KEYS = ("wall_s", "speedup_vs_bounded", "engine_busy", "mean_occupancy", "peak_runtimes",
+                "runtime_s_per_traj", "mean_runtimes", "trajectories_per_min", "init_s_mean", "run_s_mean",
+                "eval_s_mean", "n_failed", "leaked_runtimes")
+
+
+def run_profile(profile: Profile, seeds: list[int]) -> dict[str, Any]:
+    """Every dispatcher on the same workloads; per dispatcher the mean over seeds of each summary figure,
+    ``per_seed`` walls, and the first seed's timelines (for the plot)."""
+    out: dict[str, Any] = {}
+    timelines: dict[str, Any] = {}
+    for name, cfg in dispatcher_variants(profile).items():
+        runs = []
+        for seed in seeds:
+            t0 = time.perf_counter()
+            m = run_virtual(simulate(profile, cfg, seed))
+            log.info("%s/%s seed %d: %.0f virtual s in %.2f s", profile.name, name, seed, m["wall_s"],
+                     time.perf_counter() - t0)
+            runs.append(m)
+        out[name] = {"config": {k: v for k, v in attrs.asdict(cfg).items() if v not in (None, {}, False)},
+                     "per_seed_wall_s": [r["wall_s"] for r in runs]}
+        for key in SUMMARY_KEYS:
+            values = [r.get(key) for r in runs if r.get(key) is not None]
+            if values:
+                out[name][key] = sum(values) / len(values)
+        out[name]["peak_runtimes_max"] = max(r["peak_runtimes"] for r in runs)
+        timelines[name] = {"engine": runs[0]["engine_timeline"], "t": runs[0]["timeline"]["t"],
+                           "runtimes": runs[0]["timeline"]["runtimes"], "wall_s": runs[0]["wall_s"]}
+    bounded = out["async_batch_bounded"]["wall_s"]
+    for name in out:
+        out[name]["speedup_vs_bounded"] = bounded / out[name]["wall_s"]
+    return {"dispatchers": out, "timelines": timelines}
+
+
+def check_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The issue's targets, each with the measured value and whether it holds."""
+    checks = []
+    swe = results["profiles"].get("swe")
+    if swe:
+        d = swe["dispatchers"]
+        for name in ("async_pipeline", "async_pipeline_auto"):
+            checks.append({"target": f"swe: {name} >= 1.55x faster than async_batch_bounded",
+                           "value": round(d[name]["speedup_vs_bounded"], 3),
+                           "ok": d[name]["speedup_vs_bounded"] >= 1.55})
+        ratio = d["async_pipeline_auto"]["wall_s"] / d["async_batch"]["wall_s"]
+        checks.append({"target": "swe: async_pipeline_auto wall within 5% of async_batch",
+                       "value": round(ratio, 3), "ok": ratio <= 1.05})
+        share = d["async_pipeline_auto"]["peak_runtimes"] / d["async_batch"]["peak_runtimes"]
+        checks.append({"target": "swe: async_pipeline_auto peak runtimes <= 60% of async_batch's",
+                       "value": round(share, 3), "ok": share <= 0.60})
+    light = results["profiles"].get("light")
+    if light:
+        d = light["dispatchers"]
+        for name in ("async_pipeline", "async_pipeline_auto"):
+            ratio = d[name]["wall_s"] / d["async_batch_bounded"]["wall_s"]
+            checks.append({"target": f"light: {name} never slower than async_batch_bounded",
+                           "value": round(ratio, 3), "ok": all(
+                               w <= b + 1e-9 for w, b in zip(d[name]["per_seed_wall_s"],
+                                                             d["async_batch_bounded"]["per_seed_wall_s"]))})
+    for profile in results["profiles"].values():
+        for name, row in profile["dispatchers"].items():
+            if row.get("leaked_runtimes", 0) or row.get("n_failed", 0):
+                checks.append({"target": f"{name}: no leaked runtime, no failure", "value": row, "ok": False})
+    return checks
+
+
+def run_bench(profiles: list[str], seeds: list[int]) -> dict[str, Any]:
+    """Run the simulation for the named profiles; returns the results dict written to results.json
+    (timelines are kept under ``_timelines`` for the plot and dropped before writing)."""
+    results: dict[str, Any] = {"seeds": seeds, "profiles": {}, "_timelines": {}}
+    for name in profiles:
+        profile = PROFILES[name]
+        res = run_profile(profile, seeds)
+        results["profiles"][name] = {"parameters": attrs.asdict(profile), "dispatchers": res["dispatchers"]}
+        results["_timelines"][name] = res["timelines"]
+    first = profiles[0]
+    results["profile"] = first
+    results["dispatchers"] = results["profiles"][first]["dispatchers"]
+    results["targets"] = check_targets(results)
+    return results
+
+
+def _binned(points: list[tuple[float, float]], end: float, width: float) -> tuple[list[float], list[float]]:
+    """Time-average a step function given as (t, value) change points over bins of ``width`` seconds."""
+    n = max(1, math.ceil(end / width))
+    acc = [0.0] * n
+    for (t, v), (t_next, _) in zip(points, list(points[1:]) + [(end, 0)]):
+        t, t_next = max(t, 0.0), min(t_next, end)
+        if t_next <= t:
+            continue
+        b0, b1 = min(int(t / width), n - 1), min(int(t_next / width), n - 1)
+        if b0 == b1:
+            acc[b0] += v * (t_next - t)
+            continue
+        acc[b0] += v * ((b0 + 1) * width - t)
+        for b in range(b0 + 1, b1):
+            acc[b] += v * width
+        acc[b1] += v * (t_next - b1 * width)
+    return [(b + 0.5) * width for b in range(n)], [a / width for a in acc]
+
+
+def plot_timelines(results: dict[str, Any], path: str, profile: str = "swe") -> None:
+    """A Figure 1b-style PNG: per dispatcher, engine batch occupancy (shaded) and runtimes alive (line)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if profile not in results["_timelines"]:
+        profile = next(iter(results["_timelines"]))
+    timelines = results["_timelines"][profile]
+    params = results["profiles"][profile]["parameters"]
+    rows = results["profiles"][profile]["dispatchers"]
+    capacity = params["capacity"]
+    end = max(tl["wall_s"] for tl in timelines.values())
+    peak = max(max(tl["runtimes"]) for tl in timelines.values())
+    width = max(end / 300, 0.05)
+    fig, axes = plt.subplots(len(timelines), 1, figsize=(11, 2.1 * len(timelines) + 0.8), sharex=True)
+    for ax, (name, tl) in zip(axes, timelines.items()):
+        t0 = tl["engine"][0][0]
+        eng = [(t - t0, n / capacity * 100) for t, n in tl["engine"]]
+        xs, ys = _binned(eng, tl["wall_s"], width)
+        ax.fill_between(xs, ys, step="mid", color="#4C72B0", alpha=0.45, label="engine batch occupancy (%)")
+        ax.set_ylim(0, 105)
+        ax.set_ylabel("occupancy %", color="#4C72B0")
+        ax.axvline(tl["wall_s"], color="black", lw=0.8, ls=":")
+        ax2 = ax.twinx()
+        ax2.step(tl["t"], tl["runtimes"], where="post", color="#C44E52", lw=1.6, label="runtimes alive")
+        ax2.set_ylim(0, peak * 1.08)
+        ax2.set_ylabel("runtimes", color="#C44E52")
+        r = rows[name]
+        ax.set_title(f"{name}: {tl['wall_s']:.0f} s ({r['speedup_vs_bounded']:.2f}x bounded), engine busy "
+                     f"{r['engine_busy'] * 100:.0f}%, occupancy {r['mean_occupancy'] * 100:.0f}%, peak "
+                     f"{r['peak_runtimes']:.0f} runtimes", fontsize=10, loc="left")
+    handles = axes[0].get_legend_handles_labels()[0] + axes[0].figure.axes[len(timelines)].get_legend_handles_labels()[0]
+    fig.legend(handles, ["engine batch occupancy (%)", "runtimes alive"], loc="upper right", ncol=2,
+               fontsize=9, frameon=False)
+    axes[-1].set_xlabel("simulated seconds")
+    fig.suptitle(f"Dispatchers on the '{profile}' profile ({params['instances']} instances x {params['samples']} "
+                 f"samples, engine capacity {capacity}, max_parallel_agents {params['max_parallel_agents']})",
+                 x=0.01, ha="left", fontsize=11)
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,105 @@
+"""The dispatch simulation: the engine stand-in's step model, determinism, and ``skyrl bench dispatch``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from skyrl_core.bench.clock import run_virtual
+from skyrl_core.bench.dispatch import PROFILES, dispatcher_variants, make_workload, simulate
+from skyrl_core.bench.engine import StandInEngine
+from skyrl_core.inference.base import SamplingParams
+
+
+def test_stand_in_engine_step_model():
+    """Up to ``capacity`` requests per decode step; a step takes base + per_seq * batch seconds."""
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        engine = StandInEngine(capacity=2, base_s=0.1, per_seq_s=0.01)
+        t0 = loop.time()
+        done = {}
+
+        async def req(name, tokens):
+            out = await engine.generate([1, 2, 3], SamplingParams(max_tokens=tokens))
+            done[name] = (loop.time() - t0, len(out.output_ids))
+
+        await asyncio.gather(req("a", 3), req("b", 5), req("c", 2))
+        await engine.close()
+        return done, engine
+
+    done, engine = run_virtual(main())
+    full, single = 0.1 + 0.01 * 2, 0.1 + 0.01 * 1
+    # a and b share steps; c waits in the queue and joins when a finishes after 3 steps
+    assert done["a"] == (pytest.approx(3 * full), 3)
+    assert done["b"] == (pytest.approx(5 * full), 5)
+    assert done["c"] == (pytest.approx(5 * full), 2)
+    assert engine.steps == 5
+    stats = engine.stats.snapshot()
+    assert stats["requests"] == 3 and stats["tokens_out"] == 10 and stats["in_flight"] == 0
+    assert stats["busy_s"] == pytest.approx(5 * full)
+    assert stats["occupancy_integral"] == pytest.approx(5 * full)  # always 2 of 2 slots busy
+    del single
+
+
+def test_workload_is_deterministic_and_profile_shaped():
+    swe = PROFILES["swe"]
+    a, b = make_workload(swe, 3), make_workload(swe, 3)
+    assert [(s.init_s, s.turns, s.eval_s) for s in a] == [(s.init_s, s.turns, s.eval_s) for s in b]
+    assert len(a) == swe.instances * swe.samples == 128
+    step = swe.step_base_s + swe.step_per_seq_s * swe.capacity
+    gen = sum(sum(t for t, _ in s.turns) * step for s in a) / len(a)
+    init_eval = sum(s.init_s + s.eval_s for s in a) / len(a)
+    assert 0.6 < init_eval / gen < 1.4  # "init + eval about as long as generation"
+    light = make_workload(PROFILES["light"], 3)
+    assert sum(s.init_s + s.eval_s for s in light) / len(light) < 0.2 * init_eval
+
+
+@pytest.mark.timeout(120)
+def test_simulation_same_seed_same_result_and_no_leak():
+    profile = PROFILES["light"]
+    cfg = dispatcher_variants(profile)["async_pipeline_auto"]
+    m1 = run_virtual(simulate(profile, cfg, 0))
+    m2 = run_virtual(simulate(profile, cfg, 0))
+    assert m1["wall_s"] == m2["wall_s"] and m1["peak_runtimes"] == m2["peak_runtimes"]
+    assert m1["leaked_runtimes"] == 0 and m1["n_failed"] == 0 and m1["n_ok"] == 128
+    assert 0 < m1["mean_occupancy"] <= m1["engine_busy"] <= 1.0
+    bounded = run_virtual(simulate(profile, dispatcher_variants(profile)["async_batch_bounded"], 0))
+    assert bounded["peak_runtimes"] == 32
+    assert m1["wall_s"] <= bounded["wall_s"]  # light profile: the pipeline is never slower than bounded batch
+
+
+@pytest.mark.timeout(300)
+def test_bench_dispatch_cli_writes_results_and_png(tmp_path):
+    from click.testing import CliRunner
+
+    from skyrl_core.cli import build_cli
+
+    result = CliRunner().invoke(build_cli(), ["bench", "dispatch", "--quick", "--profile", "light",
+                                              "--output", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "async_pipeline_auto" in result.output
+    data = json.loads((tmp_path / "results.json").read_text())
+    rows = data["dispatchers"]
+    assert set(rows) == {"async_batch", "async_batch_bounded", "async_pipeline", "async_pipeline_auto", "priority"}
+    for row in rows.values():
+        for key in ("wall_s", "speedup_vs_bounded", "engine_busy", "mean_occupancy", "peak_runtimes",
+                    "runtime_s_per_traj"):
+            assert row[key] > 0
+    assert rows["async_batch_bounded"]["speedup_vs_bounded"] == 1.0
+    assert rows["async_batch"]["peak_runtimes"] == 128
+    assert any(t["target"].startswith("light:") for t in data["targets"])
+    png = (tmp_path / "dispatch_timeline.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
+
+
+def test_bench_rejects_unknown_profile(tmp_path):
+    from click.testing import CliRunner
+
+    from skyrl_core.cli import build_cli
+
+    result = CliRunner().invoke(build_cli(), ["bench", "dispatch", "--profile", "gpu", "--output", str(tmp_path)])
+    assert result.exit_code != 0
+    assert "valid: swe, light" in str(result.exception) + result.output
