@@ -295,6 +295,7 @@ def plot_timelines(results: dict[str, Any], path: str, profile: str = "swe") -> 
     end = max(tl["wall_s"] for tl in timelines.values())
     peak = max(max(tl["runtimes"]) for tl in timelines.values())
     width = max(end / 300, 0.05)
+    n_seeds = len(results["seeds"])
     fig, axes = plt.subplots(len(timelines), 1, figsize=(11, 2.1 * len(timelines) + 0.8), sharex=True)
     for ax, (name, tl) in zip(axes, timelines.items()):
         t0 = tl["engine"][0][0]
@@ -309,14 +310,15 @@ def plot_timelines(results: dict[str, Any], path: str, profile: str = "swe") -> 
         ax2.set_ylim(0, peak * 1.08)
         ax2.set_ylabel("runtimes", color="#C44E52")
         r = rows[name]
-        ax.set_title(f"{name}: {tl['wall_s']:.0f} s ({r['speedup_vs_bounded']:.2f}x bounded), engine busy "
-                     f"{r['engine_busy'] * 100:.0f}%, occupancy {r['mean_occupancy'] * 100:.0f}%, peak "
-                     f"{r['peak_runtimes']:.0f} runtimes", fontsize=10, loc="left")
+        ax.set_title(f"{name}: this run {tl['wall_s']:.0f} s | mean of {n_seeds} seed(s): "
+                     f"{r['speedup_vs_bounded']:.2f}x bounded, engine busy {r['engine_busy'] * 100:.0f}%, "
+                     f"occupancy {r['mean_occupancy'] * 100:.0f}%, peak {r['peak_runtimes']:.0f} runtimes",
+                     fontsize=10, loc="left")
     handles = axes[0].get_legend_handles_labels()[0] + axes[0].figure.axes[len(timelines)].get_legend_handles_labels()[0]
     fig.legend(handles, ["engine batch occupancy (%)", "runtimes alive"], loc="upper right", ncol=2,
-               fontsize=9, frameon=False)
+               fontsize=9, frameon=False, bbox_to_anchor=(0.99, 0.972))
     axes[-1].set_xlabel("simulated seconds")
-    fig.suptitle(f"Dispatchers on the '{profile}' profile ({params['instances']} instances x {params['samples']} "
+    fig.suptitle(f"Seed {results['seeds'][0]} timeline, '{profile}' profile ({params['instances']} instances x {params['samples']} "
                  f"samples, engine capacity {capacity}, max_parallel_agents {params['max_parallel_agents']})",
                  x=0.01, ha="left", fontsize=11)
     fig.tight_layout(rect=(0, 0, 1, 0.97))
