@@ -91,3 +91,104 @@ def test_metrics_jsonl_truncates_on_resume_and_plot(tmp_path):
     assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
     png = plot_run(kept, tmp_path / "training.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+# -- end to end through the CLI, real rollout session, tiny random model ----------------------------------------
+@pytest.fixture(scope="module")
+def tiny_run_config(tmp_path_factory):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from skyrl_core.models import load_tokenizer
+
+    root = tmp_path_factory.mktemp("tiny-train")
+    tok = load_tokenizer("smollm2-135m-instruct")
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                   num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=2048,
+                                   tie_word_embeddings=True, bos_token_id=tok.bos_token_id,
+                                   eos_token_id=tok.eos_token_id)
+    transformers.LlamaForCausalLM(cfg).save_pretrained(root / "model")
+    tok.save_pretrained(root / "model")
+    config = root / "tiny.yaml"
+    config.write_text(f"""\
+model: {root / 'model'}
+engine: {{type: hf, max_batch: 8}}
+tasks:
+  - name: gsm8k_steps
+    data: {{split: train, limit: 6}}
+    eval_data: {{split: test, limit: 3}}
+agent: {{max_turns: 2, max_context_tokens: 1024}}
+sampling: {{max_tokens: 8, n_samples: 2}}
+dispatcher: {{type: async_pipeline, max_parallel_agents: 4}}
+train: {{steps: 4, batch_size: 2, eval_every: 0, eval_at_start: false, checkpoint_every: 2}}
+""")
+    return config
+
+
+def skyrl(*args, **kw):
+    env = {**os.environ, "SKYRL_LOAD_PLUGINS": ""}
+    return subprocess.Popen([sys.executable, "-m", "skyrl_core.cli", *map(str, args)], env=env, cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+
+
+def train_records(out: Path) -> list[dict]:
+    return [r for r in read_jsonl(out / "metrics.jsonl") if r["kind"] == "train"]
+
+
+def wait_for(predicate, proc, timeout=240.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        if proc.poll() is not None:
+            pytest.fail(f"run ended before the expected point:\n{proc.stdout.read()}")
+        time.sleep(0.05)
+    proc.kill()
+    pytest.fail("timed out waiting for the run")
+
+
+@pytest.mark.slow
+def test_kill_and_resume_gives_the_same_next_step_inputs(tiny_run_config, tmp_path):
+    straight = tmp_path / "straight"
+    p = skyrl("train", tiny_run_config, "--output", straight)
+    log = p.communicate(timeout=400)[0]
+    assert p.returncode == 0, log
+    ref = train_records(straight)
+    assert [r["step"] for r in ref] == [1, 2, 3, 4]
+    assert (straight / "training.png").is_file() and latest_checkpoint(straight / "checkpoints").name == "step-000004"
+    model_dir = straight / "checkpoints" / "step-000004" / "backend" / "model"
+    assert (model_dir / "config.json").is_file() and list(model_dir.glob("*.safetensors"))
+
+    killed = tmp_path / "killed"
+    p = skyrl("train", tiny_run_config, "--output", killed)
+    wait_for(lambda: (killed / "checkpoints" / "step-000002" / "state.json").is_file(), p)
+    p.send_signal(signal.SIGKILL)
+    p.communicate(timeout=60)
+    assert latest_checkpoint(killed / "checkpoints").name == "step-000002"
+    # without --resume an existing run is refused, naming the flag
+    p = skyrl("train", tiny_run_config, "--output", killed)
+    out = p.communicate(timeout=120)[0]
+    assert p.returncode == 2 and "--resume" in out
+    p = skyrl("train", tiny_run_config, "--output", killed, "--resume")
+    out = p.communicate(timeout=400)[0]
+    assert p.returncode == 0, out
+    resumed = train_records(killed)
+    assert [r["step"] for r in resumed] == [1, 2, 3, 4]  # nothing lost, nothing repeated
+    assert [r["instances"] for r in resumed] == [r["instances"] for r in ref]
+    # steps 1-3 cover the 6 instances once (epoch 0), step 4 starts epoch 1
+    seen = [i for r in ref[:3] for i in r["instances"]]
+    assert len(set(seen)) == 6
+
+
+@pytest.mark.slow
+def test_ctrl_c_saves_a_checkpoint(tiny_run_config, tmp_path):
+    out = tmp_path / "interrupted"
+    p = skyrl("train", tiny_run_config, "train.checkpoint_every=100", "--output", out)
+    wait_for(lambda: len(train_records(out)) >= 1, p)
+    p.send_signal(signal.SIGINT)
+    log = p.communicate(timeout=120)[0]
+    assert p.returncode == 130, log
+    ckpt = latest_checkpoint(out / "checkpoints")
+    assert ckpt is not None, log
+    state = json.loads((ckpt / "state.json").read_text())
+    assert state["cursor"] == state["step"] * 2 and state["step"] == len(train_records(out))

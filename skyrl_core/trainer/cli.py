@@ -37,6 +37,12 @@ def train_command(
     from .loop import TrainRun
 
     cfg = load_config(config, list(overrides or []))
+    try:  # transformers' per-file progress bars would tear through the step display
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass
     out = Path(output) if output else default_output(config)
     console = Console(stderr=True)
     progress = Progress(TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

@@ -302,7 +302,7 @@ class LocalBackend(Backend):
             if not torch.isfinite(scaled):
                 return loss_total, False, sums, tokens
             scaled.backward()
-            loss_total += float(scaled)
+            loss_total += float(scaled.detach())
             for k, v in m.items():
                 sums[k] = max(sums.get(k, v), v) if k.endswith("_max") else sums.get(k, 0.0) + v * weight
             del logits, lp, loss, scaled

@@ -149,6 +149,7 @@ class TrainRun:
         else:
             self.logger.truncate_after(-1)
         self.cursor = DataCursor(len(self.train_items), self.config.train.seed, position)
+        self._cursor_done = position
 
     # -- one step --------------------------------------------------------------------------------------------
     def step_items(self) -> list[Any]:
@@ -173,6 +174,7 @@ class TrainRun:
             self._training = False
         t_train = time.perf_counter() - t1
         self.step = step
+        self._cursor_done = self.cursor.position  # what a checkpoint of this step records
         record: dict[str, Any] = {"kind": "train", "step": step, "instances": [f"{tc.name}:{inst.id}" for tc, inst in items]}
         record.update(trajectory_summary(trajectories))
         record.update({f"batch/{k}": v for k, v in batch.metrics.items()})
@@ -222,7 +224,7 @@ class TrainRun:
         if self.step == self._saved_step:
             return None
         path = save_checkpoint(self.ckpt_root, self.step, self.backend,
-                               {"cursor": self.cursor.position, "config": self.config.to_dict()},
+                               {"cursor": self._cursor_done, "config": self.config.to_dict()},
                                keep=self.config.train.keep_checkpoints)
         self._saved_step = self.step
         return path
