@@ -62,6 +62,7 @@ THINK_CLOSE = "</think>"
 # Keys small models use for the arguments object, in order of preference.
 _ARG_KEYS = ("arguments", "parameters", "args", "input", "params")
 _NAME_KEYS = ("name", "tool", "tool_name", "function")
+_TOOL_NAME = re.compile(r"[\w.\-:/]{1,128}")
 _TRUNCATED_MSG = ("the tool call was cut off by the max-token limit before it was complete, so it was not run; "
                   "write a shorter call")
 
@@ -217,7 +218,12 @@ class _Lenient:
             j = self.ws(j)
             if j >= self.n or s[j] != ":":
                 continue
-            for val, k in self.value(j + 1, depth):
+            j1 = self.ws(j + 1)
+            if key in _NAME_KEYS and j1 < self.n and s[j1] in "\"'":
+                readings = self.string(j1, first_only=True)  # a tool name never contains a quote
+            else:
+                readings = self.value(j1, depth)
+            for val, k in readings:
                 k = self.ws(k)
                 if k >= self.n:
                     continue
@@ -301,22 +307,61 @@ def loads_tolerant_many(text: str) -> list[Any]:
                 return [ast.literal_eval(body)]
         except Exception:  # literal_eval raises ValueError, SyntaxError, TypeError, MemoryError, RecursionError
             pass
-    reader = _Lenient(body)
-    try:
-        values = _read_sequence(reader, 0)
-    except (_GiveUp, RecursionError):
-        values = None
+    values, reader = _lenient_sequence(body)
+    if values is None:
+        # Small models often drop the last closing brace(s) of a call they did finish (finish_reason "stop").
+        closed = _close_brackets(body)
+        if closed is not None:
+            values, _ = _lenient_sequence(closed)
     if values is not None:
         return values
     message, at_end = _json_error(body)
     raise JSONRepairError(message, at_end=at_end or reader.hit_end)
 
 
+def _lenient_sequence(text: str) -> tuple[list[Any] | None, _Lenient]:
+    reader = _Lenient(text)
+    try:
+        return _read_sequence(reader, 0), reader
+    except (_GiveUp, RecursionError):
+        return None, reader
+
+
+def _close_brackets(text: str) -> str | None:
+    """``text`` with its unclosed ``{``/``[`` closed, or None when nothing is open or it ends inside a string."""
+    stack: list[str] = []
+    in_str = False
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if in_str:
+            if c == "\\":
+                i += 1
+            elif c == '"':
+                in_str = False
+        elif c == '"':
+            in_str = True
+        elif c in "{[":
+            stack.append("}" if c == "{" else "]")
+        elif c in "}]":
+            if not stack or stack[-1] != c:
+                return None
+            stack.pop()
+        i += 1
+    if in_str or not stack:
+        return None
+    return text + "".join(reversed(stack))
+
+
+_EXTRA_CLOSERS = re.compile(r"[\s}\]]*")
+
+
 def _read_sequence(reader: _Lenient, i: int) -> list[Any] | None:
-    """Read values until the end of the text; None when no reading consumes it all."""
+    """Read values until the end of the text; None when no reading consumes it all. Stray closing brackets
+    after the last value (a common slip of small models) are ignored."""
     for val, j in reader.value(i):
         j = reader.ws(j)
-        if j >= reader.n:
+        if j >= reader.n or _EXTRA_CLOSERS.fullmatch(reader.s, j):
             return [val]
         if reader.s[j] == ",":
             j += 1
@@ -378,8 +423,9 @@ def _normalize_call(obj: Any) -> tuple[str, dict]:
             break
     if name is None:
         raise _CallError("missing 'name': a tool call needs {\"name\": ..., \"arguments\": {...}}")
-    if not isinstance(name, str) or not name.strip():
-        raise _CallError(f"'name' must be a non-empty string, got {json.dumps(name, default=str)[:60]}")
+    if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name.strip()):
+        raise _CallError(f"'name' must be a tool name (letters, digits, _ . - : /), got "
+                         f"{json.dumps(name, default=str, ensure_ascii=False)[:60]}")
     args: Any = {}
     for key in _ARG_KEYS:
         if key in obj:
@@ -468,6 +514,8 @@ _CALL_START = re.compile(
     r"|\[\s*\{\s*[\"'](?:name|function|tool|tool_name|type|id)[\"']\s*:)")
 
 
+# Markers some chat formats put before bare JSON calls (Llama 3.1 <|python_tag|>, Mistral [TOOL_CALLS]).
+_CALL_MARKERS = re.compile(r"(?:<\|python_tag\|>|\[TOOL_CALLS\])\s*$")
 _NAMED_START = re.compile(r"\[?\s*\{\s*[\"'](?:name|function|tool|tool_name)[\"']\s*:")
 
 
@@ -538,7 +586,7 @@ def _scan_json(text: str, finish_reason: str) -> _Extracted:
                 ex.errors.append(str(exc))
                 continue
             ex.calls.append((name, args, raw))
-        ex.content_parts.append(text[last:start])
+        ex.content_parts.append(_CALL_MARKERS.sub("", text[last:start]))
         last = pos = end_full
     ex.content_parts.append(text[last:])
     return ex

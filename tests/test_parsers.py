@@ -83,6 +83,16 @@ CASES = [
                  'The result is {"name": "Alice", "age": 3} in JSON.', 0, False, 0, id="ordinary-json-not-a-call"),
     pytest.param("Janet makes 18 dollars a day. The answer is 18.", "stop", [],
                  "Janet makes 18 dollars a day. The answer is 18.", 0, False, 0, id="plain-answer"),
+    pytest.param('<tool_call>{"name": "finish", "arguments": {"answer": 2}}}</tool_call>', "stop",
+                 [("finish", {"answer": 2})], "", 0, False, 0, id="extra-closing-brace"),
+    pytest.param('<tool_call>{"name": "finish", "arguments": {"answer": "x}"}</tool_call>', "stop",
+                 [("finish", {"answer": "x}"})], "", 0, False, 0, id="missing-closing-brace"),
+    pytest.param('<|python_tag|>{"name": "search", "parameters": {"q": "skyrl"}}', "stop",
+                 [("search", {"q": "skyrl"})], "", 0, False, 0, id="llama-python-tag"),
+    pytest.param('[TOOL_CALLS] [{"name": "finish", "arguments": {"answer": 1}}]', "stop",
+                 [("finish", {"answer": 1})], "", 0, False, 0, id="mistral-tool-calls"),
+    pytest.param('<tool_call>{"name": "my tool", "arguments": {}}</tool_call>', "stop", [], "", 1, False, 0,
+                 id="name-not-a-tool-name"),
     pytest.param("", "stop", [], "", 0, False, 0, id="empty"),
 ]
 
