@@ -1,0 +1,306 @@
+"""The agent loop: generate, parse tool calls, run tools, append observations, until a finish condition.
+
+Token-in/token-out (SkyRL-Agent, arXiv 2511.16108, Sec. 3.3): the prompt is kept as token ids. The chat
+template is applied once (:class:`skyrl_core.chat.ChatFormat`), generated ids are appended exactly as sampled and
+only new messages are tokenised. Every LLM call goes through :func:`skyrl_core.transitions.record_transition`,
+so the trajectory's transitions are the exact ids and logprobs the engine saw and produced.
+
+Finish reasons (``skyrl_core.transitions``): ``finished`` (the finish tool), ``no_tool_call`` (``agent.on_no_tool_call:
+stop``, or nudges used up), ``max_turns``, ``context_exceeded`` (the prompt reached the context window, or a
+generation was cut by it), ``max_tokens`` (a generation hit ``sampling.max_tokens``), ``timeout`` (an engine call
+ran past its timeout), ``error_run`` (the engine raised, aborted or returned nothing). Limits and errors
+loss-mask the trajectory (``MASKED_REASONS``).
+
+Recoverable mistakes never end a trajectory: an unparseable call, an unknown tool, arguments failing the
+tool's JSON Schema, a tool that raises or times out each get a corrective observation saying what was wrong and
+what a valid call looks like (built from that tool's schema, or the list of valid tools), and the loop goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import Any
+
+import attrs
+
+from .chat import ChatFormat
+from .errors import ToolArgumentsError
+from .inference.base import SamplingParams
+from .runtime import truncate_output
+from .tools import Tool, ToolCall, ToolContext, ToolResult
+from .transitions import (CONTEXT_EXCEEDED, ERROR_RUN, FINISHED, MASKED_REASONS, MAX_TOKENS, MAX_TURNS,
+                          NO_TOOL_CALL, TIMEOUT, Trajectory, record_transition)
+
+log = logging.getLogger(__name__)
+
+# An observation longer than this many characters (or than agent.max_context_tokens characters, about a quarter
+# of the context window for English text, whichever is smaller) keeps its head and tail with a note of how much
+# was cut; the runtime caps command output too, but a tool may build its text any way it likes.
+MAX_OBSERVATION_CHARS = 16000
+NUDGE = ("You did not call a tool. Every reply must call exactly one of the tools ({names}), for example:\n"
+         "{example}")
+
+
+class TransitionRecorder:
+    """Wraps an engine for one trajectory; each ``generate`` call is recorded as a Transition.
+
+    ``transitions`` is the trajectory's list (appended in place); set ``new_context`` after a context reset
+    so the next call starts a new training datum.
+    """
+
+    def __init__(self, engine: Any, transitions: list) -> None:
+        self.engine = engine
+        self.transitions = transitions
+        self.new_context = False
+
+    @record_transition
+    async def generate(self, input_ids: list[int], sampling: SamplingParams):
+        out = await self.engine.generate(input_ids, sampling)
+        if out is None or getattr(out, "output_ids", None) is None:
+            raise EngineReturnedNothing(f"engine '{getattr(self.engine, 'name', type(self.engine).__name__)}' "
+                                        f"returned no output ({out!r})")
+        return out
+
+
+class EngineReturnedNothing(RuntimeError):
+    """The engine's generate returned None or an object without output ids."""
+
+
+def _call_text(call_json: str, parser_name: str) -> str:
+    """A call written the way ``parser_name`` reads calls."""
+    if parser_name in ("json",):
+        return call_json
+    return f"<tool_call>\n{call_json}\n</tool_call>"
+
+
+@attrs.define
+class _LoopState:
+    ids: list[int]
+    turn: int = 0
+    nudges: int = 0
+    last_action: str | None = None
+    repeats: int = 0
+
+
+async def run_agent(trajectory: Trajectory, *, engine: Any, tools: dict[str, Tool], parser: Any,
+                    chat: ChatFormat, agent_config: Any, sampling: SamplingParams, ctx: ToolContext,
+                    engine_timeout_s: float | None = None) -> None:
+    """Run one trajectory to a finish condition, filling ``trajectory`` in place.
+
+    ``trajectory.messages`` holds the initial conversation (from the instruction builder) on entry and the
+    whole transcript on return; ``ctx.state.messages`` is the agent's live context (equal to the transcript
+    unless a tool reset the context). Sets ``transitions`` (via ``record_transition``), ``finish_reason``,
+    ``answer``, ``turns`` (LLM calls), ``tool_calls`` (calls per tool name), ``masked`` and ``error``.
+    ``engine_timeout_s`` bounds one engine call in seconds (None: no bound). Never raises for engine, tool or
+    model misbehaviour; cancellation propagates.
+    """
+    cfg = agent_config
+    recorder = TransitionRecorder(engine, trajectory.transitions)
+    schemas = [t.schema() for t in tools.values()]
+    example_tool = _preferred_example_tool(tools)
+    messages = chat.prepare(trajectory.messages, schemas,
+                            example_call=example_tool.example_call() if example_tool else None)
+    trajectory.messages[:] = messages
+    ctx.state.messages = [dict(m) for m in messages]
+    ctx.store.setdefault("_tool_timeout_s", cfg.tool_timeout_s)
+    limit = int(cfg.max_context_tokens)
+    engine_ctx = getattr(engine, "max_context", None)
+    if engine_ctx:
+        limit = min(limit, int(engine_ctx))
+    t0 = time.perf_counter()
+    state = _LoopState(ids=await asyncio.to_thread(chat.start, ctx.state.messages, schemas))
+    tokenize_s = time.perf_counter() - t0
+
+    def finish(reason: str, error: str | None = None) -> None:
+        trajectory.finish_reason = reason
+        if error is not None:
+            trajectory.error = error
+        trajectory.masked = reason in MASKED_REASONS
+
+    while True:
+        if state.turn >= cfg.max_turns:
+            finish(MAX_TURNS)
+            break
+        room = limit - len(state.ids)
+        if room <= 0:
+            finish(CONTEXT_EXCEEDED)
+            break
+        call_sampling = attrs.evolve(sampling, max_tokens=min(sampling.max_tokens, room))
+        try:
+            out = await asyncio.wait_for(recorder.generate(state.ids, call_sampling), engine_timeout_s)
+        except asyncio.CancelledError:
+            raise
+        except (asyncio.TimeoutError, TimeoutError):
+            finish(TIMEOUT, f"engine call timed out after {engine_timeout_s:g} s (engine.timeout_s)")
+            break
+        except Exception as exc:  # an engine failure ends this trajectory only
+            name = getattr(engine, "name", type(engine).__name__)
+            finish(ERROR_RUN, f"engine '{name}' failed: {type(exc).__name__}: {exc}")
+            log.info("trajectory %s: %s", trajectory.id, trajectory.error)
+            break
+        state.turn += 1
+        trajectory.turns = state.turn
+        output_ids = list(out.output_ids)
+        text = chat.decode(output_ids)
+        assistant = {"role": "assistant", "content": text}
+        trajectory.messages.append(assistant)
+        ctx.state.messages.append(dict(assistant))
+        if out.finish_reason == "abort":
+            finish(ERROR_RUN, "the engine aborted the generation (finish_reason 'abort')")
+            break
+        if not output_ids and out.finish_reason != "length":
+            finish(ERROR_RUN, f"the engine returned no tokens (finish_reason {out.finish_reason!r})")
+            break
+        if out.finish_reason == "length":
+            if len(output_ids) >= sampling.max_tokens:
+                finish(MAX_TOKENS, f"generation hit sampling.max_tokens={sampling.max_tokens} mid-call")
+            else:
+                finish(CONTEXT_EXCEEDED, f"generation reached the context window of {limit} tokens")
+            break
+
+        parsed = parser.parse(text, out.finish_reason)
+        new: list[dict] = []
+        done: ToolResult | None = None
+        reset: list[dict] | None = None
+        hints: list[str] = []
+        obs_role = chat.observation_role
+        if not parsed.calls and not parsed.errors:
+            if cfg.on_no_tool_call == "stop" or state.nudges >= cfg.max_nudges:
+                finish(NO_TOOL_CALL)
+                break
+            state.nudges += 1
+            new.append({"role": "user", "content": _nudge(tools, parser)})
+        for err in parsed.errors:
+            new.append({"role": obs_role, "content": _unparseable(err, text, tools, parser)})
+        for call in parsed.calls:
+            result, content = await _execute(call, tools, ctx, cfg, parser, trajectory)
+            new.append({"role": obs_role, "content": content})
+            if result is None:
+                continue
+            if result.metadata.get("edit_failed") and cfg.hints.failed_edit:
+                hints.append("The edit did not apply. View the file again to re-check its current content "
+                             "before the next edit.")
+            action = f"{call.name}:{json.dumps(call.arguments, sort_keys=True, default=str)}"
+            state.repeats = state.repeats + 1 if action == state.last_action else 1
+            state.last_action = action
+            n_rep = cfg.hints.repeated_action
+            if n_rep and state.repeats >= n_rep:
+                hints.append(f"You have made the same call {state.repeats} times in a row with the same "
+                             f"arguments; it will not give a different result. Try something else.")
+            if result.finish:
+                done = result
+                break
+            if result.reset_messages is not None:
+                reset = [dict(m) for m in result.reset_messages]
+                break
+        if done is not None:
+            trajectory.answer = done.answer
+            trajectory.messages.extend(new)
+            ctx.state.messages.extend(dict(m) for m in new)
+            finish(FINISHED)
+            break
+
+        left = cfg.max_turns - state.turn
+        if cfg.hints.turns_left and left > 0:
+            hints.append(f"{left} turn{'s' if left != 1 else ''} left.")
+        if cfg.hints.context_almost_full and len(state.ids) >= cfg.hints.context_warn_fraction * limit:
+            finish_hint = " Call finish with your answer soon." if "finish" in tools else ""
+            hints.append(f"The context is {100 * len(state.ids) / limit:.0f}% full.{finish_hint}")
+        if reset is not None:
+            trajectory.messages.extend(new)
+            if hints and reset:
+                reset[-1]["content"] = f"{reset[-1].get('content') or ''}\n\n[{' '.join(hints)}]"
+            trajectory.messages.extend([{**m, "context_reset": True} if i == 0 else m for i, m in enumerate(reset)])
+            ctx.state.messages = reset
+            recorder.new_context = True
+            t0 = time.perf_counter()
+            state.ids = await asyncio.to_thread(chat.start, chat.prepare(reset, schemas), schemas)
+            tokenize_s += time.perf_counter() - t0
+            continue
+        if hints and new:
+            new[-1]["content"] = f"{new[-1]['content']}\n\n[{' '.join(hints)}]"
+        t0 = time.perf_counter()
+        if chat.needs_rerender(ctx.state.messages, new):
+            # the template drops earlier thinking from here on: follow it, as a new training datum
+            state.ids = chat.render_ids(ctx.state.messages + new, schemas)
+            recorder.new_context = True
+        else:
+            state.ids = state.ids + output_ids + chat.continuation_ids(new, output_ids, schemas)
+        tokenize_s += time.perf_counter() - t0
+        trajectory.messages.extend(new)
+        ctx.state.messages.extend(dict(m) for m in new)
+
+    trajectory.metrics["tokenize_s"] = tokenize_s
+
+
+async def _execute(call: ToolCall, tools: dict[str, Tool], ctx: ToolContext, cfg: Any, parser: Any,
+                   trajectory: Trajectory) -> tuple[ToolResult | None, str]:
+    """Run one call. Returns (result, observation text); result is None when the call was not run or failed
+    (the observation is then a corrective message)."""
+    tool = tools.get(call.name)
+    if tool is None:
+        names = ", ".join(sorted(tools))
+        close = _closest(call.name, tools)
+        hint = f" Did you mean '{close}'?" if close else ""
+        example = _call_text(tools[close].example_call(), parser.name) if close else ""
+        return None, (f"Error: there is no tool named '{call.name}'.{hint} Valid tools: {names}."
+                      + (f" A valid call:\n{example}" if example else ""))
+    trajectory.tool_calls[tool.name] = trajectory.tool_calls.get(tool.name, 0) + 1
+    example = _call_text(tool.example_call(), parser.name)
+    timeout = tool.timeout_s if tool.timeout_s is not None else cfg.tool_timeout_s
+    try:
+        tool.validate(call.arguments)
+        result = await asyncio.wait_for(tool.call(call.arguments, ctx), timeout)
+    except asyncio.CancelledError:
+        raise
+    except ToolArgumentsError as exc:
+        return None, f"Error: {exc}. A valid call of '{tool.name}' looks like:\n{example}"
+    except (asyncio.TimeoutError, TimeoutError):
+        return None, (f"Error: tool '{tool.name}' timed out after {timeout:g} s (agent.tool_timeout_s) and was "
+                      f"stopped. Try a faster or smaller step.")
+    except Exception as exc:  # a failing tool is an observation, never a crash
+        log.info("trajectory %s: tool %s raised %s: %s", trajectory.id, tool.name, type(exc).__name__, exc)
+        return None, (f"Error: tool '{tool.name}' failed: {type(exc).__name__}: {exc}. Check the arguments "
+                      f"against its schema; a valid call looks like:\n{example}")
+    output = result.output if isinstance(result.output, str) else str(result.output)
+    output, cut = truncate_output(output, min(MAX_OBSERVATION_CHARS, int(cfg.max_context_tokens)))
+    if cut:
+        result.metadata["observation_truncated"] = True
+    return result, output
+
+
+def _unparseable(error: str, text: str, tools: dict[str, Tool], parser: Any) -> str:
+    """Corrective text for a call the parser could not read: what was wrong and a valid call, taken from the
+    tool the model seems to have meant (its name appears in the text), else the list of tools."""
+    meant = [t for name, t in tools.items() if f'"{name}"' in text or f"'{name}'" in text]
+    names = ", ".join(sorted(tools))
+    msg = f"Error: your tool call could not be parsed: {error}."
+    if meant:
+        return msg + f" A valid call of '{meant[0].name}' looks like:\n{_call_text(meant[0].example_call(), parser.name)}"
+    first = _preferred_example_tool(tools)
+    example = _call_text(first.example_call(), parser.name) if first else ""
+    return msg + f" Valid tools: {names}." + (f" For example:\n{example}" if example else "")
+
+
+def _nudge(tools: dict[str, Tool], parser: Any) -> str:
+    first = _preferred_example_tool(tools)
+    example = _call_text(first.example_call(), parser.name) if first else ""
+    return NUDGE.format(names=", ".join(sorted(tools)), example=example)
+
+
+def _preferred_example_tool(tools: dict[str, Tool]) -> Tool | None:
+    """The tool used in generic examples: the first that is not ``finish`` (showing a working step)."""
+    for tool in tools.values():
+        if tool.name != "finish":
+            return tool
+    return next(iter(tools.values()), None)
+
+
+def _closest(name: str, tools: dict[str, Tool]) -> str | None:
+    import difflib
+
+    match = difflib.get_close_matches(str(name), list(tools), n=1, cutoff=0.6)
+    return match[0] if match else None

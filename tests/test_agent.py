@@ -1,0 +1,326 @@
+"""The agent loop against the real SmolLM2 hf engine and the real bubblewrap sandbox.
+
+Where a test needs the model to make a particular call (a hanging tool, bad arguments, ...), the engine is
+wrapped by ``ScriptedReplyInjector``: the real engine still runs (one token), then the model's reply is replaced
+by scripted text tokenised with the model's tokenizer. Engine faults (raises, hangs, returns nothing) come from
+``EngineFaultInjector``, which wraps the real engine too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import attrs
+import pytest
+
+from skyrl_core.agent import MAX_OBSERVATION_CHARS, run_agent
+from skyrl_core.chat import ChatFormat
+from skyrl_core.config import AgentConfig, HintsConfig
+from skyrl_core.default_plugins.generic_tools import finish_tool, python_tool
+from skyrl_core.inference.base import Engine, GenerationOutput, SamplingParams
+from skyrl_core.parsers import HermesParser
+from skyrl_core.runtime import LocalSandbox, RuntimeSpec
+from skyrl_core.tools import Tool, ToolContext, ToolResult
+from skyrl_core.transitions import Trajectory
+
+pytestmark = pytest.mark.timeout(300)
+
+QUESTION = [{"role": "system", "content": "Use the python tool to compute, then call finish with the answer."},
+            {"role": "user", "content": "What is 48 + 24?"}]
+
+
+@pytest.fixture(scope="module")
+def engine():
+    from skyrl_core.inference.hf import HFEngine
+
+    eng = HFEngine(model="smollm2-135m-instruct", max_batch=4, device="cpu")
+    yield eng
+    asyncio.run(eng.close())
+
+
+@pytest.fixture(scope="module")
+def chat(engine):
+    return ChatFormat(engine.tokenizer)
+
+
+class ScriptedReplyInjector(Engine):
+    """Wraps the real engine: each call runs it for one token, then substitutes the next scripted reply
+    (tokenised with the real tokenizer, ending with <|im_end|> unless ``eot=False``). ``run_model=False`` skips
+    the model call (for tests timing other parts to the sub-second)."""
+
+    name = "scripted-reply-injector"
+
+    def __init__(self, inner: Engine, replies: list[str], eot: bool = True, run_model: bool = True) -> None:
+        super().__init__()
+        self.run_model = run_model
+        self.inner = inner
+        self.tokenizer = inner.tokenizer
+        self.max_context = inner.max_context
+        self.replies = list(replies)
+        self.eot = eot
+        self.calls = 0
+
+    async def generate(self, input_ids, sampling):
+        if self.run_model:
+            await self.inner.generate(input_ids, attrs.evolve(sampling, max_tokens=1))
+        reply = self.replies[min(self.calls, len(self.replies) - 1)]
+        self.calls += 1
+        ids = self.tokenizer(reply, add_special_tokens=False)["input_ids"]
+        if self.eot:
+            ids = ids + [self.tokenizer.convert_tokens_to_ids("<|im_end|>")]
+        return GenerationOutput(output_ids=ids, output_logprobs=[0.0] * len(ids), finish_reason="stop", text=reply)
+
+
+class EngineFaultInjector(Engine):
+    """Wraps the real engine and injects a fault on call number ``at`` (0-based): ``raise`` (RuntimeError),
+    ``hang`` (never returns), ``none`` (returns None) or ``empty`` (no tokens, finish_reason 'abort')."""
+
+    name = "fault-injector"
+
+    def __init__(self, inner: Engine, fault: str, at: int = 0) -> None:
+        super().__init__()
+        self.inner, self.fault, self.at = inner, fault, at
+        self.tokenizer = inner.tokenizer
+        self.max_context = inner.max_context
+        self.calls = 0
+
+    async def generate(self, input_ids, sampling):
+        n = self.calls
+        self.calls += 1
+        if n == self.at:
+            if self.fault == "raise":
+                raise RuntimeError("CUDA error: device-side assert triggered (injected)")
+            if self.fault == "hang":
+                await asyncio.sleep(3600)
+            if self.fault == "none":
+                return None
+            if self.fault == "empty":
+                return GenerationOutput(output_ids=[], output_logprobs=[], finish_reason="abort")
+        return await self.inner.generate(input_ids, sampling)
+
+
+def call(name: str, **args) -> str:
+    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': args})}\n</tool_call>"
+
+
+async def run(engine, chat, tools=(python_tool, finish_tool), sampling=None, messages=QUESTION, runtime=None,
+              engine_timeout_s=None, **agent):
+    traj = Trajectory(instance_id="q0", sample_index=0, task="test", group_id="test:q0",
+                      messages=[dict(m) for m in messages])
+    cfg = AgentConfig(**{"max_turns": 6, **agent})
+    rt = runtime
+    own = rt is None
+    if own:
+        rt = LocalSandbox(RuntimeSpec())
+        await rt.start()
+    try:
+        await run_agent(traj, engine=engine, tools={t.name: t for t in tools}, parser=HermesParser(), chat=chat,
+                        agent_config=cfg, sampling=sampling or SamplingParams(max_tokens=48, temperature=0.0),
+                        ctx=ToolContext(runtime=rt), engine_timeout_s=engine_timeout_s)
+    finally:
+        if own:
+            await rt.close()
+    return traj
+
+
+def observations(traj):
+    return [m["content"] for m in traj.messages if m["role"] in ("tool", "user")][1:]
+
+
+def assert_one_datum(traj):
+    """Each call's input + output is a prefix of the next call's input (token-in/token-out)."""
+    for a, b in zip(traj.transitions, traj.transitions[1:]):
+        if not b.new_context:
+            assert b.input_ids[: len(a.input_ids) + len(a.output_ids)] == a.input_ids + a.output_ids
+
+
+@pytest.mark.slow
+async def test_real_model_rollout_records_exact_transitions(engine, chat):
+    traj = await run(engine, chat, max_turns=2, sampling=SamplingParams(max_tokens=40, temperature=0.0))
+    assert traj.transitions, "no LLM call was recorded"
+    assert traj.finish_reason in {"finished", "no_tool_call", "max_turns", "max_tokens", "context_exceeded"}
+    assert traj.turns == len(traj.transitions)
+    first = traj.transitions[0]
+    assert first.input_ids == chat.render_ids(traj.messages[:2], [python_tool.schema(), finish_tool.schema()])
+    for t in traj.transitions:
+        assert t.output_logprobs is not None and len(t.output_logprobs) == len(t.output_ids)
+        assert all(lp <= 0.0 for lp in t.output_logprobs)
+    # the transcript's assistant text is the decoded generation (ids were never re-encoded)
+    assert traj.messages[2]["content"] == chat.decode(first.output_ids)
+    assert_one_datum(traj)
+    assert traj.masked == (traj.finish_reason in {"max_turns", "max_tokens", "context_exceeded"})
+
+
+async def test_python_then_finish_in_the_real_sandbox(engine, chat):
+    eng = ScriptedReplyInjector(engine, ["I will compute it.\n" + call("python", code="print(48 + 24)"),
+                                         call("finish", answer="72")])
+    traj = await run(eng, chat)
+    assert traj.finish_reason == "finished" and traj.answer == "72" and not traj.masked
+    assert traj.tool_calls == {"python": 1, "finish": 1}
+    assert traj.turns == 2
+    assert observations(traj)[0].startswith("72")
+    assert "5 turns left." in observations(traj)[0]
+    assert_one_datum(traj)
+
+
+async def test_unknown_tool_gets_the_list_of_valid_tools(engine, chat):
+    eng = ScriptedReplyInjector(engine, [call("pyhton", code="print(1)"), call("finish", answer="1")])
+    traj = await run(eng, chat)
+    obs = observations(traj)[0]
+    assert "no tool named 'pyhton'" in obs and "Did you mean 'python'?" in obs
+    assert "Valid tools: finish, python." in obs
+    assert python_tool.example_call() in obs
+    assert traj.finish_reason == "finished" and traj.tool_calls == {"finish": 1}
+
+
+async def test_arguments_failing_the_schema_get_that_tools_example(engine, chat):
+    eng = ScriptedReplyInjector(engine, [call("python", source="print(1)"), call("finish", answer="1")])
+    traj = await run(eng, chat)
+    obs = observations(traj)[0]
+    assert "'code' is a required property" in obs
+    assert f"<tool_call>\n{python_tool.example_call()}\n</tool_call>" in obs
+    assert traj.finish_reason == "finished"
+
+
+async def test_unparseable_call_is_corrected_and_the_loop_continues(engine, chat):
+    eng = ScriptedReplyInjector(engine, ['<tool_call>\n{"name": "python", "arguments": </tool_call>',
+                                         call("finish", answer="2")])
+    traj = await run(eng, chat)
+    obs = observations(traj)[0]
+    assert obs.startswith("Error: your tool call could not be parsed:")
+    assert python_tool.example_call() in obs  # the tool the model named
+    assert traj.finish_reason == "finished" and traj.answer == "2"
+
+
+async def test_a_hanging_tool_is_stopped_by_the_per_call_timeout(engine, chat):
+    async def hang(args, ctx):
+        await asyncio.sleep(3600)
+
+    sleeper = Tool(name="wait", description="Wait.", parameters={"type": "object", "properties": {}}, handler=hang)
+    eng = ScriptedReplyInjector(engine, [call("wait"), call("finish", answer="3")])
+    traj = await asyncio.wait_for(run(eng, chat, tools=(sleeper, finish_tool), tool_timeout_s=0.5), 120)
+    assert "tool 'wait' timed out after 0.5 s (agent.tool_timeout_s)" in observations(traj)[0]
+    assert traj.finish_reason == "finished" and traj.tool_calls == {"wait": 1, "finish": 1}
+
+
+async def test_a_tool_printing_10_mb_is_truncated_with_a_note(engine, chat):
+    eng = ScriptedReplyInjector(engine, [call("python", code="print('x' * 10_000_000)"), call("finish", answer="0")])
+    traj = await run(eng, chat)
+    obs = observations(traj)[0]
+    assert "output truncated" in obs and "characters omitted" in obs
+    assert len(obs) < min(MAX_OBSERVATION_CHARS, AgentConfig().max_context_tokens) + 500
+    assert traj.finish_reason == "finished"
+
+
+async def test_a_raising_tool_becomes_a_corrective_observation(engine, chat):
+    def boom(args, ctx):
+        raise ValueError("disk quota exceeded")
+
+    broken = Tool(name="save", description="Save text.", handler=boom,
+                  parameters={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})
+    eng = ScriptedReplyInjector(engine, [call("save", text="hi"), call("finish", answer="4")])
+    traj = await run(eng, chat, tools=(broken, finish_tool))
+    obs = observations(traj)[0]
+    assert "tool 'save' failed: ValueError: disk quota exceeded" in obs
+    assert broken.example_call() in obs
+    assert traj.finish_reason == "finished"
+
+
+async def test_no_tool_call_stops_or_nudges(engine, chat):
+    eng = ScriptedReplyInjector(engine, ["The answer is 72."])
+    traj = await run(eng, chat, on_no_tool_call="stop")
+    assert traj.finish_reason == "no_tool_call" and not traj.masked and traj.turns == 1
+
+    eng = ScriptedReplyInjector(engine, ["The answer is 72."])
+    traj = await run(eng, chat, on_no_tool_call="nudge", max_nudges=2)
+    assert traj.finish_reason == "no_tool_call" and traj.turns == 3
+    nudges = [m for m in traj.messages if m["role"] == "user" and m["content"].startswith("You did not call a tool")]
+    assert len(nudges) == 2 and python_tool.example_call() in nudges[0]["content"]
+
+    eng = ScriptedReplyInjector(engine, ["The answer is 72.", call("finish", answer="72")])
+    traj = await run(eng, chat, on_no_tool_call="nudge")
+    assert traj.finish_reason == "finished" and traj.answer == "72"
+
+
+async def test_max_turns_is_masked(engine, chat):
+    eng = ScriptedReplyInjector(engine, [call("python", code="print(1)")])
+    traj = await run(eng, chat, max_turns=2, hints=HintsConfig(repeated_action=0))
+    assert traj.finish_reason == "max_turns" and traj.masked and traj.turns == 2
+    assert "1 turn left." in observations(traj)[0]
+
+
+async def test_generation_stopped_at_max_tokens_mid_call(engine, chat):
+    # the real model, cut after 3 tokens: a named, masked finish (the cut call is never executed)
+    traj = await run(engine, chat, sampling=SamplingParams(max_tokens=3, temperature=0.0))
+    assert traj.finish_reason == "max_tokens" and traj.masked
+    assert len(traj.transitions[0].output_ids) == 3 and traj.transitions[0].finish_reason == "length"
+    assert "sampling.max_tokens=3" in traj.error
+
+
+async def test_context_window_exceeded(engine, chat):
+    prompt = chat.render_ids(chat.prepare(QUESTION, [python_tool.schema(), finish_tool.schema()]),
+                             [python_tool.schema(), finish_tool.schema()])
+    eng = ScriptedReplyInjector(engine, [call("python", code="print(2)"), call("finish", answer="2")])
+    traj = await run(eng, chat, max_context_tokens=len(prompt) + 40)
+    assert traj.finish_reason == "context_exceeded" and traj.masked and traj.turns == 1
+
+
+@pytest.mark.parametrize("fault,reason,words", [
+    ("raise", "error_run", "engine 'fault-injector' failed: RuntimeError: CUDA error"),
+    ("none", "error_run", "returned no output"),
+    ("empty", "error_run", "aborted"),
+    ("hang", "timeout", "engine call timed out after 0.5 s (engine.timeout_s)"),
+])
+async def test_engine_faults_end_the_trajectory_with_a_named_reason(engine, chat, fault, reason, words):
+    # the first call succeeds (a python call), the second one fails
+    first = ScriptedReplyInjector(engine, [call("python", code="print(1)")], run_model=fault != "hang")
+    eng = EngineFaultInjector(first, fault, at=1)
+    traj = await asyncio.wait_for(run(eng, chat, engine_timeout_s=0.5 if fault == "hang" else None), 120)
+    assert traj.finish_reason == reason and traj.masked
+    assert words in traj.error
+    assert len(traj.transitions) == (1 if fault != "empty" else 2)  # a failed call records no transition
+
+
+async def test_context_reset_starts_a_new_datum(engine, chat):
+    async def summarize(args, ctx):
+        return ToolResult(output="summarised", reset_messages=[ctx.state.messages[0],
+                                                               {"role": "user", "content": "Summary: 48+24. Go on."}])
+
+    tool = Tool(name="summarize", description="Replace the context by a summary.", handler=summarize,
+                parameters={"type": "object", "properties": {}})
+    eng = ScriptedReplyInjector(engine, [call("summarize"), call("finish", answer="72")])
+    traj = await run(eng, chat, tools=(tool, finish_tool))
+    assert traj.finish_reason == "finished"
+    a, b = traj.transitions
+    assert b.new_context and not a.new_context
+    assert chat.tokenizer.decode(b.input_ids).count("Summary: 48+24") == 1
+    assert "What is 48 + 24?" not in chat.tokenizer.decode(b.input_ids)
+    assert any(m.get("context_reset") for m in traj.messages)
+
+
+async def test_hints_repeated_action_and_failed_edit(engine, chat):
+    def edit(args, ctx):
+        return ToolResult(output="no match for old text", error=True, metadata={"edit_failed": True})
+
+    editor = Tool(name="edit", description="Edit.", handler=edit,
+                  parameters={"type": "object", "properties": {"old": {"type": "string"}}, "required": ["old"]})
+    eng = ScriptedReplyInjector(engine, [call("edit", old="a")] * 3 + [call("finish", answer="x")])
+    traj = await run(eng, chat, tools=(editor, finish_tool))
+    obs = observations(traj)
+    assert "re-check its current content" in obs[0]
+    assert "same call" not in obs[1] and "same call 3 times in a row" in obs[2]
+    traj = await run(ScriptedReplyInjector(engine, [call("edit", old="a")] * 3 + [call("finish", answer="x")]),
+                     chat, tools=(editor, finish_tool),
+                     hints=HintsConfig(turns_left=False, repeated_action=0, failed_edit=False))
+    assert all("[" not in o for o in observations(traj)[:3])
+
+
+async def test_generation_without_end_of_turn_gets_template_end_of_turn(engine, chat):
+    eng = ScriptedReplyInjector(engine, [call("python", code="print(5)"), call("finish", answer="5")], eot=False)
+    traj = await run(eng, chat)
+    a, b = traj.transitions
+    im_end = chat.tokenizer.convert_tokens_to_ids("<|im_end|>")
+    assert a.output_ids[-1] != im_end
+    assert b.input_ids[len(a.input_ids) + len(a.output_ids)] == im_end
+    assert_one_datum(traj)
