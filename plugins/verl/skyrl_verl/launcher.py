@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 AGENT_LOOP_NAME = "skyrl"
 AGENT_LOOP_TARGET = "skyrl_verl.agent_loop.SkyrlAgentLoop"
 ROLLOUT_ENGINES = ("vllm", "sglang")
+# the example config this plugin documents (present in a source checkout)
+REPO_EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "verl.yaml"
 
 
 @attrs.define(frozen=True)
@@ -218,7 +220,7 @@ def build_verl_config(config: Any, *, train_files: str = "train.parquet", val_fi
 def write_task_parquet(config: Any, split: str, path: str | Path) -> int:
     """Write one parquet row per task instance for VeRL's dataset: ``prompt`` (the instruction builder's
     messages, which VeRL's RLHFDataset tokenises to filter over-long prompts), ``agent_name`` ``skyrl``,
-    ``data_source`` (task name) and ``extra_info`` (``task_index``, ``instance_id``, ``index``). Returns the row
+    ``data_source`` (task name) and ``extra_info`` (``task_index``, ``instance_id``, ``split``, ``index``). Returns the row
     count. Raises ConfigError naming ``tasks.N`` when a task yields no instances."""
     import pandas as pd
 
@@ -235,7 +237,8 @@ def write_task_parquet(config: Any, split: str, path: str | Path) -> int:
         builder = registry.get("instruction_builders", tc.instruction_builder or task.instruction_builder)
         for inst in instances:
             rows.append({"prompt": builder(inst, task), "agent_name": AGENT_LOOP_NAME, "data_source": tc.name,
-                         "extra_info": {"task_index": ti, "instance_id": inst.id, "index": len(rows)}})
+                         "extra_info": {"task_index": ti, "instance_id": inst.id, "split": split,
+                                        "index": len(rows)}})
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_parquet(path)

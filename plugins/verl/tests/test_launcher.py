@@ -106,6 +106,7 @@ def test_task_parquet_rows_name_task_and_instance(tmp_path):
     assert set(df["agent_name"]) == {"skyrl"} and set(df["data_source"]) == {config.tasks[0].name}
     first = df.iloc[0]
     assert first["extra_info"]["task_index"] == 0 and first["extra_info"]["instance_id"]
+    assert first["extra_info"]["split"] == "train"
     assert any(m["role"] == "user" and m["content"] for m in first["prompt"])
 
 

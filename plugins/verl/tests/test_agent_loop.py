@@ -1,0 +1,92 @@
+"""The registered VeRL agent loop ``skyrl`` runs a real skyrl trajectory (gsm8k task, python/finish tools, the
+sandbox runtime, the gsm8k_answer verifier) against the real hf engine, which is put behind VeRL's
+server-manager interface by ``HFServerManager`` (an adapter, named as one), and returns AgentLoopOutputs."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def verl_cfg():
+    from skyrl_core.config import load_config
+    from skyrl_verl.launcher import REPO_EXAMPLE, build_verl_config
+
+    config = load_config(REPO_EXAMPLE, ["engine=vllm", "data.limit=2", "agent.max_turns=2",
+                                        "sampling.max_tokens=48", "sampling.seed=3", "agent.max_context_tokens=1024"])
+    return build_verl_config(config)
+
+
+async def test_agent_loop_output_from_a_real_rollout(verl_cfg):
+    from verl.experimental.agent_loop.agent_loop import (AgentLoopOutput, DictConfigWrap, _agent_loop_registry)
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    from skyrl_core.inference.hf import HFEngine
+    from skyrl_core.plugins import get_registry
+    from skyrl_verl.agent_loop import HFServerManager, SkyrlAgentLoop
+    from skyrl_verl.launcher import write_task_parquet
+
+    assert _agent_loop_registry["skyrl"]["_target_"] == "skyrl_verl.agent_loop.SkyrlAgentLoop"
+    engine = HFEngine("smollm2-135m-instruct", max_batch=4, device="cpu", dtype="float32")
+    try:
+        server = HFServerManager(engine)
+        loop = SkyrlAgentLoop(trainer_config=DictConfigWrap(verl_cfg), server_manager=server,
+                              tokenizer=engine.tokenizer, processor=None, dataset_cls=RLHFDataset,
+                              data_config=DictConfigWrap(verl_cfg.data))
+        task = get_registry().get("tasks", "gsm8k")
+        instance = task.select(loop.skyrl_config.tasks[0].data)[0]
+        outputs = await loop.run_outputs({"temperature": 1.0, "top_p": 1.0, "top_k": -1, "logprobs": True},
+                                         extra_info={"task_index": 0, "instance_id": instance.id, "split": "train",
+                                                     "index": 0},
+                                         raw_prompt=[])
+    finally:
+        await engine.close()
+    assert outputs and all(isinstance(o, AgentLoopOutput) for o in outputs)
+    assert server.requests >= 1  # every LLM call went through VeRL's generate interface
+    last = outputs[-1]
+    tok = engine.tokenizer
+    # the prompt is the instance's question under the chat template; the model's tokens are the response
+    assert instance.data["question"][:40] in tok.decode(outputs[0].prompt_ids)
+    for o in outputs:
+        assert len(o.response_ids) == len(o.response_mask) == len(o.response_logprobs) > 0
+        assert set(o.response_mask) <= {0, 1}
+        assert all(lp <= 0.0 for lp in o.response_logprobs)
+        if o.extra_fields["skyrl_masked"]:
+            assert sum(o.response_mask) == 0  # a loss-masked trajectory: no token enters VeRL's loss
+        else:
+            # observation tokens (mask 0) carry logprob 0.0, generated ones the sampler's
+            assert all(lp == 0.0 for lp, m in zip(o.response_logprobs, o.response_mask) if m == 0)
+    assert last.extra_fields["skyrl_is_last_step"] is True
+    assert last.reward_score == last.extra_fields["skyrl_reward"] in (0.0, 1.0)
+    assert last.num_turns == server.requests or len(outputs) > 1
+    assert last.extra_fields["skyrl_finish_reason"]
+    if not last.extra_fields["skyrl_masked"]:
+        assert sum(last.response_mask) > 0
+    # VeRL's own conversion of the output accepts it: reward on the last response token
+    d = last.as_dict()
+    assert d["responses"].shape == d["response_mask"].shape == d["rollout_log_probs"].shape
+    assert float(d["rm_scores"][-1]) == last.reward_score
+
+
+async def test_run_returns_one_output_for_verl(verl_cfg):
+    """``run`` (what VeRL 0.9.1's worker calls) gives the last datum; errors name the bad row."""
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    from skyrl_core.errors import ConfigError
+    from skyrl_core.inference.hf import HFEngine
+    from skyrl_verl.agent_loop import HFServerManager, SkyrlAgentLoop
+
+    engine = HFEngine("smollm2-135m-instruct", max_batch=2, device="cpu", dtype="float32")
+    try:
+        loop = SkyrlAgentLoop(trainer_config=DictConfigWrap(verl_cfg), server_manager=HFServerManager(engine),
+                              tokenizer=engine.tokenizer, processor=None, dataset_cls=RLHFDataset,
+                              data_config=DictConfigWrap(verl_cfg.data))
+        with pytest.raises(ConfigError, match="task_index/instance_id"):
+            await loop.run({"temperature": 1.0}, extra_info={})
+        with pytest.raises(ConfigError, match="no train instance 'nope'"):
+            await loop.run({"temperature": 1.0}, extra_info={"task_index": 0, "instance_id": "nope"})
+    finally:
+        await engine.close()
