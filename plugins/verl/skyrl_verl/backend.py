@@ -51,7 +51,7 @@ def check_backend_config(bc: Any) -> None:
     valid = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
     if agg not in valid:
         raise ConfigError(f"backend.options.loss_agg_mode '{agg}' is not one of {', '.join(valid)}")
-    unknown = set(bc.options) - {"loss_mode", "loss_agg_mode", "clip_ratio_c", "launcher", "verl_overrides"}
+    unknown = set(bc.options) - {"loss_mode", "loss_agg_mode", "clip_ratio_c", "verl_overrides"}
     if unknown:
         raise ConfigError(f"backend.options.{sorted(unknown)[0]} is not understood by backend verl; valid options: "
                           f"loss_mode, loss_agg_mode, clip_ratio_c, verl_overrides")
