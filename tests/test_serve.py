@@ -35,7 +35,7 @@ class Server:
     def __init__(self, *args: str) -> None:
         env = dict(os.environ, SKYRL_LOAD_PLUGINS="", PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen([sys.executable, "-m", "skyrl_core.cli", "serve", "--port", "0",
-                                      "--device", "cpu", "--max-batch", "8", *args],
+                                      "--device", "cpu", "--max-batch", "8", "--threads", "1", *args],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
         self.lines: list[str] = []
         deadline = time.time() + 120

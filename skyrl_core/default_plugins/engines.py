@@ -77,13 +77,15 @@ def register_commands(register):
                                             "(for testing clients' fallback)."),
         api_key: str = typer.Option(None, "--api-key", envvar="SKYRL_SERVE_API_KEY",
                                     help="Require 'Authorization: Bearer KEY' (default: no auth)."),
+        threads: int = typer.Option(None, "--threads",
+                                    help="torch CPU threads (default: torch's choice; 1 is faster on a busy host)."),
     ) -> None:
         """Serve the hf engine as an OpenAI-compatible HTTP server (/v1/models, /v1/completions,
         /v1/chat/completions, POST /v1/load_weights)."""
         from ..inference.serve import run_server
 
         run_server(model=model, host=host, port=port, max_batch=max_batch, device=device, dtype=dtype,
-                   served_name=served_name, text_only=text_only, api_key=api_key)
+                   served_name=served_name, text_only=text_only, api_key=api_key, threads=threads)
 
     app = typer.Typer(rich_markup_mode=None, add_completion=False)
     app.command("serve")(serve)

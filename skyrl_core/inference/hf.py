@@ -88,7 +88,8 @@ class HFEngine(Engine):
         self.tokenizer = load_tokenizer(model)
         self.model = load_causal_lm(model, device=device, dtype=dtype)
         self.model.eval()
-        cfg = self.model.config.get_text_config() if hasattr(self.model.config, "get_text_config") else self.model.config
+        cfg = self.model.config
+        cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
         window = getattr(cfg, "max_position_embeddings", None) or 2048
         self.max_context = int(max_context or window)
         self.stats.capacity = max_batch

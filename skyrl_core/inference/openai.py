@@ -6,8 +6,8 @@ tokens spelled ``token_id:N``, a second source of ids), ``include_stop_str_in_ou
 returned are the ids sampled; nothing is decoded and re-encoded.
 
 Text fallback: a server that rejects token-id prompts (a 400/415/422 answer to one) or returns no token ids is
-treated as text-only: the prompt is decoded to text and the returned text is re-tokenised with ``config.model``'s tokenizer.
-Such data is not token-exact (the re-encoding can differ from what the model sampled) and carries no logprobs;
+treated as text-only: the prompt is decoded to text and the returned text is re-tokenised with ``config.model``'s
+tokenizer. Such data is not token-exact (the re-encoding can differ from what the model sampled) and carries no logprobs;
 one warning says so. On ``finish_reason == "stop"`` the matched stop string (vLLM's ``stop_reason``) is appended
 to the text, or, when the server stopped on EOS, the tokenizer's EOS id is appended to the ids.
 

@@ -245,7 +245,7 @@ def create_app(engine: Any, served_name: str, text_only: bool = False, api_key: 
 
 def run_server(model: str = "smollm2-135m-instruct", host: str = "127.0.0.1", port: int = 8000, max_batch: int = 16,
                device: str = "auto", dtype: str = "auto", served_name: str | None = None, text_only: bool = False,
-               api_key: str | None = None) -> None:
+               api_key: str | None = None, threads: int | None = None) -> None:
     """Load the hf engine and serve it until interrupted. Prints ``listening on http://HOST:PORT`` to stderr
     once the socket is bound (port 0 picks a free port). Raises MissingExtraError without fastapi/uvicorn."""
     from ..errors import require
@@ -254,6 +254,10 @@ def run_server(model: str = "smollm2-135m-instruct", host: str = "127.0.0.1", po
     uvicorn = require("uvicorn", "serve", "skyrl serve")
     from .hf import HFEngine
 
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
     engine = HFEngine(model=model, max_batch=max_batch, device=device, dtype=dtype)
     app = create_app(engine, served_name or model, text_only=text_only, api_key=api_key)
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
