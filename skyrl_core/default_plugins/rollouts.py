@@ -1,1 +1,88 @@
-"""Built-in plugin module (filled in by its owner)."""
+"""Built-in ``skyrl eval`` command: roll out a config's eval split and write trajectories and metrics.
+
+Heavy imports (the engine, torch) happen inside the command, so ``skyrl --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from ..hookspecs import hookimpl
+
+
+def default_output_dir(root: str = "runs", prefix: str = "eval") -> str:
+    """A new timestamped directory name under ``root`` (``runs/eval-20260101-120000``; suffixed if taken)."""
+    import time
+    from pathlib import Path
+
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = Path(root) / f"{prefix}-{stamp}"
+    n = 1
+    while path.exists():
+        path = Path(root) / f"{prefix}-{stamp}-{n}"
+        n += 1
+    return str(path)
+
+
+def metrics_table(metrics: dict[str, Any]):
+    """A rich Table of the headline eval metrics."""
+    from rich.table import Table
+
+    table = Table(title="skyrl eval")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in metrics.items():
+        if key == "dispatch":
+            continue
+        if isinstance(value, dict):
+            value = ", ".join(f"{k}: {v}" for k, v in value.items()) or "-"
+        elif isinstance(value, float):
+            value = f"{value:.4g}"
+        table.add_row(key, str(value))
+    return table
+
+
+@hookimpl(trylast=True)
+def register_commands(register):
+    import typer
+
+    def eval_command(
+        config: str = typer.Argument(..., help="YAML config file (see docs/config.md)."),
+        overrides: Optional[list[str]] = typer.Argument(None, help="key.sub=value overrides, e.g. data.limit=20"),
+        output: Optional[str] = typer.Option(None, "--output", "-o",
+                                             help="Output directory (default: a new runs/eval-<time>/)."),
+    ) -> None:
+        """Roll out the eval split of CONFIG's tasks and write trajectories.jsonl, metrics.json and
+        trajectories.html. Prints pass@1, pass@k, turns, finish reasons, tool calls, tokens and wall time."""
+        import asyncio
+
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        from ..config import load_config
+        from ..evaluate import run_eval
+
+        console = Console()
+        cfg = load_config(config, list(overrides or []))
+        out = output or default_output_dir()
+        console.print(f"writing to [bold]{out}[/bold]")
+        with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("solved {task.fields[solved]}"), TimeElapsedColumn(), console=console) as progress:
+            task = progress.add_task("loading engine", total=None, solved=0)
+            solved = [0]
+
+            def on_start(n: int) -> None:
+                progress.update(task, description="rollouts", total=n)
+
+            def on_done(traj) -> None:
+                solved[0] += traj.reward >= 1.0
+                progress.update(task, advance=1, solved=solved[0])
+
+            metrics = asyncio.run(run_eval(cfg, out, on_start=on_start, on_trajectory_done=on_done))
+        console.print(metrics_table(metrics))
+        console.print(f"trajectories: {out}/trajectories.jsonl · metrics: {out}/metrics.json · "
+                      f"view: {out}/trajectories.html")
+
+    app = typer.Typer(rich_markup_mode=None, add_completion=False)
+    app.command("eval")(eval_command)
+    register(app, name="eval")

@@ -1,0 +1,110 @@
+"""Evaluation: roll out the configured eval split and summarise it (``skyrl eval``).
+
+Outputs, in the output directory: ``trajectories.jsonl`` (one trajectory per line: messages, transitions with
+token ids and logprobs, reward, finish reason, metrics), ``metrics.json`` and ``trajectories.html`` (a readable
+view of some trajectories, see :mod:`skyrl_core.report`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from .transitions import Trajectory
+
+SUCCESS_REWARD = 1.0  # a sample counts as solved for pass@k when its reward reaches this
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k for one problem with ``n`` samples of which ``c`` are correct (Chen et al. 2021,
+    "Evaluating Large Language Models Trained on Code", Eq. 1): ``1 - C(n-c, k) / C(n, k)``. Raises ValueError
+    when ``k > n``."""
+    if k > n:
+        raise ValueError(f"pass@{k} needs at least {k} samples per problem, got {n}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def eval_metrics(trajectories: Sequence[Trajectory], wall_s: float, dispatch: dict | None = None) -> dict[str, Any]:
+    """Summary of an eval: ``pass@1`` and ``pass@k`` (k = samples per instance, and powers of two below it),
+    ``reward_mean``, ``mean_turns``, ``finish_reasons`` (counts), ``tool_calls`` (calls per tool),
+    ``tokens_in``/``tokens_out`` (prompt tokens sent / tokens generated, summed over LLM calls), ``masked``
+    (fraction loss-masked), ``wall_s`` (seconds, including engine start-up in ``run_eval``) and the dispatcher's metrics under ``dispatch``."""
+    groups: dict[str, list[Trajectory]] = defaultdict(list)
+    for t in trajectories:
+        groups[t.group_id].append(t)
+    n_min = min((len(g) for g in groups.values()), default=0)
+    ks = sorted({1, n_min} | {2 ** i for i in range(1, 8) if 2 ** i < n_min}) if n_min else []
+    metrics: dict[str, Any] = {"n_instances": len(groups), "n_samples": n_min, "n_trajectories": len(trajectories)}
+    for k in ks:
+        scores = [pass_at_k(len(g), sum(t.reward >= SUCCESS_REWARD for t in g), k) for g in groups.values()]
+        metrics[f"pass@{k}"] = sum(scores) / len(scores) if scores else 0.0
+    n = max(len(trajectories), 1)
+    tool_calls: Counter = Counter()
+    for t in trajectories:
+        tool_calls.update(t.tool_calls)
+    metrics.update({
+        "reward_mean": sum(t.reward for t in trajectories) / n,
+        "mean_turns": sum(t.turns for t in trajectories) / n,
+        "finish_reasons": dict(Counter(str(t.finish_reason) for t in trajectories).most_common()),
+        "tool_calls": dict(sorted(tool_calls.items())),
+        "tool_calls_per_trajectory": sum(tool_calls.values()) / n,
+        "tokens_in": sum(len(x.input_ids) for t in trajectories for x in t.transitions),
+        "tokens_out": sum(len(x.output_ids) for t in trajectories for x in t.transitions),
+        "llm_calls": sum(len(t.transitions) for t in trajectories),
+        "masked": sum(t.masked for t in trajectories) / n,
+        "wall_s": wall_s,
+    })
+    errors = Counter(t.error.split(":")[0] for t in trajectories if t.error)
+    if errors:
+        metrics["errors"] = dict(errors.most_common(10))
+    if dispatch:
+        metrics["dispatch"] = {k: v for k, v in dispatch.items() if k != "timeline"}
+    return metrics
+
+
+def write_outputs(output_dir: str | Path, trajectories: Sequence[Trajectory], metrics: dict[str, Any],
+                  html_limit: int = 8) -> dict[str, Path]:
+    """Write ``trajectories.jsonl``, ``metrics.json`` and ``trajectories.html`` into ``output_dir``."""
+    from .report import write_html
+
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"trajectories": out / "trajectories.jsonl", "metrics": out / "metrics.json",
+             "html": out / "trajectories.html"}
+    with paths["trajectories"].open("w", encoding="utf-8") as f:
+        for t in trajectories:
+            f.write(json.dumps(t.to_json(), ensure_ascii=False, default=str) + "\n")
+    paths["metrics"].write_text(json.dumps(metrics, indent=2, default=str) + "\n", encoding="utf-8")
+    write_html(trajectories, paths["html"], limit=html_limit, title="skyrl eval", metrics=metrics)
+    return paths
+
+
+async def run_eval(config: Any, output_dir: str | Path, engine: Any = None,
+                   on_start: Callable[[int], None] | None = None,
+                   on_trajectory_done: Callable[[Trajectory], None] | None = None) -> dict[str, Any]:
+    """Roll out every configured task's eval split ``sampling.n_samples`` times, write the outputs and return
+    the metrics. ``on_start(n_trajectories)`` and ``on_trajectory_done(trajectory)`` drive a progress bar."""
+    from .rollout import RolloutSession
+
+    start = time.perf_counter()
+    session = await RolloutSession.create(config, engine=engine)
+    try:
+        items = session.load_instances("eval")
+        if on_start is not None:
+            on_start(len(items) * config.sampling.n_samples)
+        session.on_trajectory_done = on_trajectory_done
+        rollout_start = time.perf_counter()
+        trajectories, dispatch = await session.rollout(items, config.sampling.n_samples)
+        rollout_s = time.perf_counter() - rollout_start
+    finally:
+        await session.close()
+    metrics = eval_metrics(trajectories, time.perf_counter() - start, dispatch)
+    metrics["rollout_s"] = rollout_s
+    write_outputs(output_dir, trajectories, metrics, html_limit=config.logging.trajectories_html)
+    return metrics

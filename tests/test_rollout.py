@@ -1,0 +1,228 @@
+"""RolloutSession: registry-built tasks, tools, runtimes and verifiers, run through a registered dispatcher with
+the real hf engine and the real sandbox; each trajectory's failure stays its own."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import attrs
+import pytest
+
+from skyrl_core import hookimpl
+from skyrl_core.config import Config, DispatcherConfig, TaskConfig, load_config
+from skyrl_core.dispatchers import Dispatcher
+from skyrl_core.errors import UnknownComponentError
+from skyrl_core.inference.base import GenerationOutput
+from skyrl_core.rollout import RolloutSession
+from skyrl_core.runtime import LocalSandbox, RuntimeSpec
+from skyrl_core.tasks import DataSpec, Instance, Task, VerifierResult
+from test_agent import EngineFaultInjector, ScriptedReplyInjector, call
+
+pytestmark = pytest.mark.timeout(300)
+
+QUESTIONS = [("a", "What is 48 + 24?", "72"), ("b", "What is 2 + 3?", "5"), ("c", "FAIL: what is 1 + 1?", "2")]
+WORKSPACES: list[Path] = []
+
+
+def load_arith(spec: DataSpec) -> list[Instance]:
+    return [Instance(id=i, data={"question": q, "answer": a}) for i, q, a in QUESTIONS]
+
+
+def arith_builder(instance: Instance, task: Task) -> list[dict]:
+    return [{"role": "system", "content": "Compute with python, then call finish."},
+            {"role": "user", "content": instance.data["question"]}]
+
+
+async def workspace_verifier(trajectory, runtime, instance):
+    """Reward 1 when the answer is right; also proves the verifier sees the trajectory's live runtime."""
+    WORKSPACES.append(runtime.workspace)
+    assert runtime.workspace.is_dir()
+    return VerifierResult(reward=float(str(trajectory.answer) == instance.data["answer"]),
+                          metrics={"answered": trajectory.answer is not None})
+
+
+def raising_verifier(trajectory, runtime, instance):
+    raise KeyError("expected field 'solution' missing")
+
+
+class BrokenRuntime(LocalSandbox):
+    name = "broken_rt"
+
+    async def start(self) -> None:
+        raise OSError("no space left on device (injected)")
+
+
+class SequentialDispatcher(Dispatcher):
+    """A tiny test dispatcher: one trajectory at a time, each stage in turn, release always."""
+
+    name = "sequential_test"
+
+    async def dispatch(self, trajectories, stages):
+        for traj in trajectories:
+            try:
+                for stage in (stages.init, stages.run, stages.eval):
+                    await stage(traj)
+            except Exception as exc:
+                traj.fail("error_run", f"{type(exc).__name__}: {exc}")
+            finally:
+                await stages.release(traj)
+        return {"dispatcher": self.name, "n_trajectories": len(trajectories)}
+
+
+class FakePlugin:
+    @hookimpl
+    def register_tasks(self, register):
+        register(Task(name="arith", description="tiny sums", load=load_arith, instruction_builder="arith",
+                      tools=("python", "finish"), verifier="arith_check", runtime="sandbox"))
+
+    @hookimpl
+    def register_instruction_builders(self, register):
+        register(arith_builder, name="arith")
+
+    @hookimpl
+    def register_verifiers(self, register):
+        register(workspace_verifier, name="arith_check")
+        register(raising_verifier, name="raises")
+
+    @hookimpl
+    def register_runtimes(self, register):
+        register(BrokenRuntime)
+
+    @hookimpl
+    def register_dispatchers(self, register):
+        register(SequentialDispatcher)
+
+
+@pytest.fixture
+def registry(plugins):
+    plugins.register_plugin(FakePlugin(), "fake-rollout-plugin")
+    return plugins.registry
+
+
+@pytest.fixture(scope="module")
+def engine():
+    from skyrl_core.inference.hf import HFEngine
+
+    eng = HFEngine(model="smollm2-135m-instruct", max_batch=8, device="cpu")
+    yield eng
+    asyncio.run(eng.close())
+
+
+class AnswerFromPrompt(ScriptedReplyInjector):
+    """Replies with a python call, then finish with the sum asked in the prompt (solving it for real). The
+    real engine runs one token per call; the reply is chosen per call (trajectories run concurrently)."""
+
+    def __init__(self, inner):
+        super().__init__(inner, [""], run_model=True)
+
+    async def generate(self, input_ids, sampling):
+        text = self.tokenizer.decode(input_ids)
+        question = text.rsplit("hat is ", 1)[-1].split("?")[0]
+        if "<|im_start|>tool" in text:
+            reply = call("finish", answer=str(eval(question)))
+        else:
+            reply = call("python", code=f"print({question})")
+        await self.inner.generate(input_ids, attrs.evolve(sampling, max_tokens=1))
+        ids = self.tokenizer(reply, add_special_tokens=False)["input_ids"]
+        ids.append(self.tokenizer.convert_tokens_to_ids("<|im_end|>"))
+        return GenerationOutput(output_ids=ids, output_logprobs=[0.0] * len(ids), finish_reason="stop")
+
+
+def config(**kw) -> Config:
+    tasks = kw.pop("tasks", [TaskConfig(name="arith")])
+    cfg = Config(tasks=tasks, dispatcher=DispatcherConfig(type=kw.pop("dispatcher", "async_batch_bounded"),
+                                                          max_parallel_agents=8))
+    cfg.agent.max_turns = 3
+    cfg.sampling.temperature = 0.0
+    cfg.sampling.max_tokens = 16
+    return attrs.evolve(cfg, **kw)
+
+
+@pytest.mark.slow
+async def test_rollout_groups_samples_and_verifies_in_the_live_runtime(registry, engine):
+    WORKSPACES.clear()
+    session = await RolloutSession.create(config(), engine=AnswerFromPrompt(engine), registry=registry)
+    items = session.load_instances("eval")
+    assert [inst.id for _, inst in items] == ["a", "b", "c"]
+    trajs, metrics = await session.rollout(items[:2], n_samples=2)
+    assert [t.group_id for t in trajs] == ["arith:a", "arith:a", "arith:b", "arith:b"]
+    assert [t.sample_index for t in trajs] == [0, 1, 0, 1]
+    for t in trajs:
+        assert t.finish_reason == "finished", t.error
+        assert t.reward == 1.0 and t.metrics["answered"]
+        assert t.tool_calls == {"python": 1, "finish": 1}
+        assert len(t.transitions) == 2 and set(t.timing) == {"init", "run", "eval"}
+    assert metrics["n_ok"] == 4 and metrics["runtime_releases"] == 4
+    # release closed every runtime: the workspaces the verifier saw are gone
+    assert len(WORKSPACES) == 4 and not any(w.exists() for w in WORKSPACES)
+    await session.close()
+
+
+@pytest.mark.slow
+async def test_a_failing_engine_call_ends_only_its_trajectory(registry, engine):
+    class FailOnMarkedPrompt(EngineFaultInjector):
+        async def generate(self, input_ids, sampling):
+            if "FAIL" in self.tokenizer.decode(input_ids):
+                raise RuntimeError("worker crashed (injected)")
+            return await self.inner.generate(input_ids, sampling)
+
+    session = await RolloutSession.create(config(), engine=FailOnMarkedPrompt(AnswerFromPrompt(engine), "raise"),
+                                          registry=registry)
+    trajs, metrics = await session.rollout(session.load_instances("eval"), n_samples=1)
+    by_id = {t.instance_id: t for t in trajs}
+    assert by_id["c"].finish_reason == "error_run" and by_id["c"].masked
+    assert "worker crashed (injected)" in by_id["c"].error and by_id["c"].reward == 0.0
+    assert by_id["a"].reward == 1.0 and by_id["b"].reward == 1.0
+    assert metrics["runtime_releases"] == 3
+
+
+@pytest.mark.slow
+async def test_task_overrides_runtime_verifier_tools_and_a_plugin_dispatcher(registry, engine):
+    # a runtime that cannot start: error_init for each trajectory, never the batch; released all the same
+    cfg = config(tasks=[TaskConfig(name="arith", runtime=RuntimeSpec(type="broken_rt"))],
+                 dispatcher="sequential_test")
+    session = await RolloutSession.create(cfg, engine=AnswerFromPrompt(engine), registry=registry)
+    done = []
+    session.on_trajectory_done = done.append
+    trajs, metrics = await session.rollout(session.load_instances("eval")[:2], n_samples=1)
+    assert metrics == {"dispatcher": "sequential_test", "n_trajectories": 2}
+    assert [t.finish_reason for t in trajs] == ["error_run", "error_run"]
+    assert all("no space left on device" in t.error for t in trajs)
+    assert done == trajs
+
+    # verifier override that raises: error_eval from the real dispatcher; the rollout itself finished
+    cfg = config(tasks=[TaskConfig(name="arith", verifier="raises")])
+    session = await RolloutSession.create(cfg, engine=AnswerFromPrompt(engine), registry=registry)
+    trajs, _ = await session.rollout(session.load_instances("eval")[:1], n_samples=1)
+    assert trajs[0].finish_reason == "error_eval" and "solution" in trajs[0].error
+    assert trajs[0].answer == "72"
+
+    # tools override: only finish is offered (the python call is then an unknown tool, corrected)
+    cfg = config(tasks=[TaskConfig(name="arith", tools=["finish"])])
+    session = await RolloutSession.create(cfg, engine=AnswerFromPrompt(engine), registry=registry)
+    trajs, _ = await session.rollout(session.load_instances("eval")[:1], n_samples=1)
+    assert "no tool named 'python'" in trajs[0].messages[3]["content"]
+    assert "Valid tools: finish." in trajs[0].messages[3]["content"]
+
+
+async def test_unknown_components_fail_at_create_naming_them(registry, engine):
+    with pytest.raises(UnknownComponentError, match="no tool named 'calculator'.*registered: .*finish"):
+        await RolloutSession.create(config(tasks=[TaskConfig(name="arith", tools=["calculator"])]), engine=engine,
+                                    registry=registry)
+    with pytest.raises(UnknownComponentError, match="no tool-call parser named 'xml'"):
+        cfg = config()
+        cfg.agent.parser = "xml"
+        await RolloutSession.create(cfg, engine=engine, registry=registry)
+
+
+async def test_gsm8k_split_and_engine_from_the_registry(plugins):
+    cfg = load_config(None, ["data.limit=3", "engine.max_batch=2"])
+    session = await RolloutSession.create(cfg, registry=plugins.registry)
+    try:
+        items = session.load_instances("train")
+        assert len(items) == 3 and items[0][0].name == "gsm8k"
+        assert "Janet" in items[0][1].data["question"]  # the GSM8K test split's first problem
+        assert session.engine.name == "hf" and session.chat.tools_in_template is False
+    finally:
+        await session.close()
