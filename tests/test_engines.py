@@ -22,9 +22,13 @@ GREEDY = SamplingParams(temperature=0.0, max_tokens=16)
 def engine():
     from skyrl_core.inference.hf import HFEngine
 
+    # one intra-op thread: on a shared CI host torch's default threads spin and crawl (docs/engines.md)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     eng = HFEngine(max_batch=8, device="cpu")
     yield eng
     asyncio.run(eng.close())
+    torch.set_num_threads(threads)
 
 
 def chat(engine, text: str) -> list[int]:
@@ -103,7 +107,7 @@ async def test_logprobs_at_temperature_one_equal_a_recomputed_forward(engine):
     with torch.no_grad():
         logits = engine.model(input_ids=ids).logits[0, len(prompt) - 1:-1].float()
     expected = torch.log_softmax(logits, -1).gather(-1, torch.tensor(out.output_ids)[:, None])[:, 0]
-    # float32 on CPU: KV-cached padded decoding vs one full forward differ by ~1e-5
+    # float32 on CPU: KV-cached padded decoding vs one full forward differ by ~2e-5 (measured)
     assert torch.allclose(torch.tensor(out.output_logprobs), expected, atol=1e-3, rtol=0)
     again = await engine.generate(prompt, sp)
     assert again.output_ids == out.output_ids  # the seed makes sampling reproducible
