@@ -163,7 +163,7 @@ class TrainRun:
         items = self.step_items()
         trajectories, dispatch = await self.session.rollout(items, cfg.sampling.n_samples)
         t_rollout = time.perf_counter() - t0
-        self._dump_trajectories(step, trajectories)
+        self._dump_trajectories(f"step-{step:06d}", trajectories)
         batch = build_training_batch(trajectories, cfg.backend.advantage, cfg.backend.std_normalize)
         t1 = time.perf_counter()
         self._training = True
@@ -199,6 +199,7 @@ class TrainRun:
                                   top_k=cfg.sampling.top_k, max_tokens=cfg.sampling.max_tokens,
                                   seed=cfg.sampling.seed)
         trajectories, _ = await self.session.rollout(self.eval_items, 1, sampling)
+        self._dump_trajectories(f"eval-{self.step:06d}", trajectories)
         summary = trajectory_summary(trajectories)
         record = {"kind": "eval", "step": self.step, "n": len(trajectories),
                   "pass@1": summary.get("pass_rate", 0.0), **summary, "eval_s": time.perf_counter() - t0}
@@ -213,10 +214,10 @@ class TrainRun:
         if self.on_step is not None:
             self.on_step(record)
 
-    def _dump_trajectories(self, step: int, trajectories: Sequence[Any]) -> None:
+    def _dump_trajectories(self, name: str, trajectories: Sequence[Any]) -> None:
         folder = self.output / "rollouts"
         folder.mkdir(exist_ok=True)
-        with (folder / f"step-{step:06d}.jsonl").open("w") as f:
+        with (folder / f"{name}.jsonl").open("w") as f:
             for t in trajectories:
                 f.write(json.dumps(t.to_json(), default=str) + "\n")
 

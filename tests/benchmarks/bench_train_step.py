@@ -7,6 +7,11 @@ steps on SmolLM2-135M-Instruct. "plain" is ``model(input_ids, attention_mask, la
 loss over response tokens only, logits computed for the response positions only). Target: local >= 0.9x plain.
 
 Run: python tests/benchmarks/bench_train_step.py [--data 16] [--resp 160] [--repeat 3] [--micro-batch-tokens 4096]
+
+Packing saving on real trajectories (the ``rollouts/step-*.jsonl`` a ``skyrl train`` run writes):
+    python tests/benchmarks/bench_train_step.py --packing runs/quickstart
+prints, over all trajectories of the run, the tokens a trainer processes with packing (one datum per trajectory
+unless a context reset splits it) against one datum per LLM call, and the multi-turn share.
 """
 
 from __future__ import annotations
@@ -66,14 +71,38 @@ def plain_step(backend: LocalBackend, batch: TrainingBatch, opt: torch.optim.Opt
     return tokens
 
 
+def packing_report(run_dir: Path) -> None:
+    from skyrl_core.postprocess import build_training_batch
+    from skyrl_core.transitions import Trajectory, Transition
+
+    trajectories = []
+    for f in sorted((run_dir / "rollouts").glob("step-*.jsonl")):
+        for line in f.read_text().splitlines():
+            raw = json.loads(line)
+            raw.pop("id", None)
+            raw["transitions"] = [Transition(**t) for t in raw["transitions"]]
+            trajectories.append(Trajectory(**raw))
+    if not trajectories:
+        raise SystemExit(f"no rollouts under {run_dir / 'rollouts'}")
+    m = build_training_batch(trajectories, skip_zero_advantage=False).metrics
+    multi = sum(len(t.transitions) > 1 for t in trajectories)
+    print(f"{len(trajectories)} trajectories ({multi} multi-call), {m['calls']:.0f} LLM calls -> {m['data']:.0f} data")
+    print(f"tokens one-datum-per-call {m['tokens_unpacked']:.0f}, packed {m['tokens_packed']:.0f}: "
+          f"packing saving {m['packing_saving']:.1%}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--packing", type=Path, default=None, help="report packing saving of a run dir and exit")
     parser.add_argument("--data", type=int, default=16)
     parser.add_argument("--resp", type=int, default=160)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--micro-batch-tokens", type=int, default=4096)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     ns = parser.parse_args()
+    if ns.packing is not None:
+        packing_report(ns.packing)
+        return
     if ns.threads:
         torch.set_num_threads(ns.threads)
     config = Config()
