@@ -1,0 +1,104 @@
+"""``skyrl eval``: pass@k, the metrics summary, the written files, and the command end to end on GSM8K."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from skyrl_core.evaluate import eval_metrics, pass_at_k, write_outputs
+from skyrl_core.report import pick, trajectory_markdown
+from skyrl_core.transitions import Trajectory, Transition
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_pass_at_k_is_the_unbiased_estimator():
+    assert pass_at_k(4, 1, 1) == pytest.approx(0.25)
+    assert pass_at_k(4, 1, 2) == pytest.approx(1 - 3 / 6)  # 1 - C(3,2)/C(4,2)
+    assert pass_at_k(4, 0, 4) == 0.0 and pass_at_k(4, 4, 1) == 1.0 and pass_at_k(4, 3, 2) == 1.0
+    with pytest.raises(ValueError, match="pass@3 needs at least 3 samples"):
+        pass_at_k(2, 1, 3)
+
+
+def _traj(inst: str, k: int, reward: float, reason: str, calls: dict, n_in: int = 10, n_out: int = 4) -> Trajectory:
+    t = Trajectory(instance_id=inst, sample_index=k, task="gsm8k", group_id=f"gsm8k:{inst}", reward=reward,
+                   finish_reason=reason, tool_calls=calls, turns=len(calls) or 1,
+                   masked=reason in ("max_turns", "error_run"),
+                   messages=[{"role": "user", "content": f"question {inst} <b>&"},
+                             {"role": "assistant", "content": "answer"}])
+    t.transitions = [Transition(input_ids=list(range(n_in)), output_ids=list(range(n_out)),
+                                output_logprobs=[-0.5] * n_out, finish_reason="stop")]
+    return t
+
+
+TRAJS = [_traj("a", 0, 1.0, "finished", {"python": 1, "finish": 1}),
+         _traj("a", 1, 0.0, "max_turns", {"python": 3}),
+         _traj("b", 0, 0.0, "no_tool_call", {}),
+         _traj("b", 1, 0.0, "error_run", {"finish": 1})]
+
+
+def test_eval_metrics_counts():
+    m = eval_metrics(TRAJS, wall_s=12.5, dispatch={"n_ok": 4, "timeline": {"t": [0.0]}})
+    assert m["n_instances"] == 2 and m["n_samples"] == 2 and m["n_trajectories"] == 4
+    assert m["pass@1"] == pytest.approx((0.5 + 0.0) / 2)
+    assert m["pass@2"] == pytest.approx((1.0 + 0.0) / 2)
+    assert m["finish_reasons"] == {"finished": 1, "max_turns": 1, "no_tool_call": 1, "error_run": 1}
+    assert m["tool_calls"] == {"finish": 2, "python": 4}
+    assert m["mean_turns"] == pytest.approx((2 + 1 + 1 + 1) / 4)
+    assert m["tokens_in"] == 40 and m["tokens_out"] == 16 and m["llm_calls"] == 4
+    assert m["masked"] == 0.5 and m["wall_s"] == 12.5
+    assert m["dispatch"] == {"n_ok": 4}  # the timeline is left out
+
+
+def test_written_files(tmp_path):
+    m = eval_metrics(TRAJS, wall_s=1.0)
+    paths = write_outputs(tmp_path, TRAJS, m, html_limit=3)
+    rows = [json.loads(line) for line in paths["trajectories"].read_text().splitlines()]
+    assert [r["id"] for r in rows] == [t.id for t in TRAJS]
+    assert rows[0]["transitions"][0]["output_logprobs"] == [-0.5] * 4
+    assert rows[0]["reward"] == 1.0 and rows[1]["finish_reason"] == "max_turns"
+    assert json.loads(paths["metrics"].read_text())["pass@2"] == pytest.approx(0.5)
+    page = paths["html"].read_text()
+    assert page.count("<h2 id=") == 3
+    assert "question a &lt;b&gt;&amp;" in page and "question a <b>&" not in page  # escaped
+    assert "3 of 4 trajectories" in page
+    # both rewarded and unrewarded trajectories are picked
+    assert [t.reward for t in pick(TRAJS, 2)] == [1.0, 0.0]
+    md = trajectory_markdown(TRAJS[1])
+    assert "finish reason `max_turns` (masked)" in md and "python×3" in md
+
+
+def test_eval_command_reports_a_bad_config_without_a_traceback(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("agent: {max_turnz: 3}\n")
+    proc = subprocess.run([sys.executable, "-m", "skyrl_core.cli", "eval", str(bad)], capture_output=True, text=True,
+                          cwd=REPO, env={**os.environ, "SKYRL_LOAD_PLUGINS": ""}, timeout=120)
+    assert proc.returncode == 2
+    assert "unknown config key 'agent.max_turnz'" in proc.stderr and "did you mean 'max_turns'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_skyrl_eval_on_gsm8k_end_to_end(tmp_path, shared_data):
+    """The real command: real GSM8K problems, the real model and sandbox, files written, table printed."""
+    out = tmp_path / "eval"
+    proc = subprocess.run(
+        [sys.executable, "-m", "skyrl_core.cli", "eval", str(REPO / "examples" / "gsm8k.yaml"), "data.limit=2",
+         "sampling.n_samples=1", "sampling.max_tokens=24", "agent.max_turns=2", "--output", str(out)],
+        capture_output=True, text=True, cwd=REPO, env={**os.environ, "SKYRL_LOAD_PLUGINS": "", "COLUMNS": "200"},
+        timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "pass@1" in proc.stdout and "finish_reasons" in proc.stdout
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["n_trajectories"] == 2 and metrics["llm_calls"] >= 2
+    assert sum(metrics["finish_reasons"].values()) == 2
+    rows = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
+    assert "Janet" in rows[0]["messages"][1]["content"]
+    t0 = rows[0]["transitions"][0]
+    assert len(t0["output_logprobs"]) == len(t0["output_ids"]) > 0
+    assert "Janet" in (out / "trajectories.html").read_text()
