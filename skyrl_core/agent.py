@@ -214,10 +214,11 @@ async def run_agent(trajectory: Trajectory, *, engine: Any, tools: dict[str, Too
             if hints and reset:
                 reset[-1]["content"] = f"{reset[-1].get('content') or ''}\n\n[{' '.join(hints)}]"
             trajectory.messages.extend([{**m, "context_reset": True} if i == 0 else m for i, m in enumerate(reset)])
-            ctx.state.messages = reset
+            ctx.state.messages = chat.prepare(reset, schemas,
+                                              example_call=example_tool.example_call() if example_tool else None)
             recorder.new_context = True
             t0 = time.perf_counter()
-            state.ids = await asyncio.to_thread(chat.start, chat.prepare(reset, schemas), schemas)
+            state.ids = await asyncio.to_thread(chat.start, ctx.state.messages, schemas)
             tokenize_s += time.perf_counter() - t0
             continue
         if hints and new:
