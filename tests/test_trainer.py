@@ -217,3 +217,51 @@ def test_lora_trains_only_adapters_and_round_trips(tiny_model_dir, tmp_path):
         LocalBackend(make_config(tiny_model_dir)).load(tmp_path)
     with pytest.raises(Exception, match="target_modules"):
         LocalBackend(make_config(tiny_model_dir, lora=LoraConfig(target_modules=["nope"])))
+
+
+@pytest.fixture(scope="module")
+def tiny_engine_dir(tiny_model_dir, tmp_path_factory):
+    """The tiny model plus the real SmolLM2 tokenizer, so the real hf engine can load it."""
+    import shutil
+
+    from skyrl_core.models import load_tokenizer
+
+    path = tmp_path_factory.mktemp("tiny-engine")
+    shutil.copytree(tiny_model_dir, path, dirs_exist_ok=True)
+    load_tokenizer("smollm2-135m-instruct").save_pretrained(path)
+    return str(path)
+
+
+async def test_hf_engine_shares_the_trained_module(tiny_engine_dir):
+    from skyrl_core.inference.base import SamplingParams
+    from skyrl_core.inference.hf import HFEngine
+
+    engine = HFEngine(model=tiny_engine_dir, max_batch=2, device="cpu")
+    try:
+        backend = LocalBackend(make_config(tiny_engine_dir), engine)
+        assert backend.model is engine.model and backend.shared
+        version = engine._weights_version
+        before = engine.model.model.embed_tokens.weight.detach().clone()
+        await backend.train_step(make_batch())
+        await backend.sync_weights(engine)
+        assert not torch.equal(before, engine.model.model.embed_tokens.weight)  # trained in place, no copy
+        assert engine._weights_version == version + 1  # the engine drops caches built with old weights
+        out = await engine.generate([5, 6, 7], SamplingParams(temperature=0.0, max_tokens=4))
+        assert len(out.output_ids) >= 1 and not engine.model.training
+    finally:
+        await engine.close()
+
+
+async def test_weights_are_pushed_to_an_engine_with_its_own_copy(tiny_engine_dir):
+    from skyrl_core.inference.hf import HFEngine
+
+    engine = HFEngine(model=tiny_engine_dir, max_batch=2, device="cpu")
+    try:
+        backend = LocalBackend(make_config(tiny_engine_dir))  # its own copy, as with an openai/vllm engine
+        await backend.train_step(make_batch())
+        assert not torch.equal(engine.model.model.norm.weight, backend.model.model.norm.weight)
+        await backend.sync_weights(engine)
+        for name, tensor in backend.policy_state_dict().items():
+            assert torch.equal(engine.model.state_dict()[name], tensor), name
+    finally:
+        await engine.close()
