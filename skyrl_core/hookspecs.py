@@ -18,7 +18,7 @@ def register_instruction_builders(register):
 
 @hookspec
 def register_verifiers(register):
-    """Register verifiers: ``async (trajectory, ctx) -> VerifierResult``."""
+    """Register verifiers: ``(trajectory, runtime, instance) -> VerifierResult`` (sync or async)."""
 
 
 @hookspec
