@@ -25,8 +25,18 @@ def smol_tokenizer():
     return load_tokenizer("smollm2-135m-instruct")
 
 
+_FORMATS: dict = {}
+
+
 def _format(tokenizer, name: str, keep_thinking: bool = False) -> tuple[ChatFormat, int]:
-    """A ChatFormat for template ``name`` and the id of its end-of-turn token."""
+    """A ChatFormat for template ``name`` and the id of its end-of-turn token (built once per module)."""
+    key = (name, keep_thinking)
+    if key not in _FORMATS:
+        _FORMATS[key] = _build_format(tokenizer, name, keep_thinking)
+    return _FORMATS[key]
+
+
+def _build_format(tokenizer, name: str, keep_thinking: bool) -> tuple[ChatFormat, int]:
     if name == "chatml":
         return ChatFormat(tokenizer, keep_thinking=keep_thinking), tokenizer.convert_tokens_to_ids("<|im_end|>")
     tok = copy.deepcopy(tokenizer)

@@ -64,6 +64,10 @@ async def run(turns: int, gen_tokens: int, device: str) -> dict:
             await inner.generate(input_ids, attrs.evolve(sampling, max_tokens=gen_tokens))
             self.engine_s += time.perf_counter() - t0
             self.n += 1
+            if self.n % 16 == 0:  # progress, so a long run on a slow machine shows its figures as it goes
+                wall = time.perf_counter() - self.t_start
+                print(f"turn {self.n}: prompt {len(input_ids)} tokens, wall {wall:.1f} s, engine "
+                      f"{self.engine_s:.1f} s, continuations {sum(per_turn):.4f} s", file=sys.stderr, flush=True)
             reply = (f"Step {self.n}.\n<tool_call>\n"
                      f"{json.dumps({'name': 'note', 'arguments': {'text': f'x{self.n}'}})}\n</tool_call>")
             ids = tok(reply, add_special_tokens=False)["input_ids"] + [im_end]
@@ -87,6 +91,7 @@ async def run(turns: int, gen_tokens: int, device: str) -> dict:
 
     chat.continuation_ids = timed
     engine = TimedScriptedReplies()
+    engine.t_start = time.perf_counter()
     traj = Trajectory(instance_id="bench", sample_index=0, task="bench", group_id="bench",
                       messages=[{"role": "system", "content": "Take notes."},
                                 {"role": "user", "content": "Write one note per turn."}])
