@@ -103,3 +103,58 @@ def test_bench_rejects_unknown_profile(tmp_path):
     result = CliRunner().invoke(build_cli(), ["bench", "dispatch", "--profile", "gpu", "--output", str(tmp_path)])
     assert result.exit_code != 0
     assert "valid: swe, light" in str(result.exception) + result.output
+
+
+def test_real_bench_rejects_bad_spec():
+    from skyrl_core.bench.real import RealBenchSpec, real_variants
+    from skyrl_core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="valid: gsm8k, gsm8k_steps"):
+        RealBenchSpec(task="swe").validate()
+    with pytest.raises(ConfigError, match="--max-tokens must be at least 1"):
+        RealBenchSpec(max_tokens=0).validate()
+    with pytest.raises(ConfigError, match="async_batch_bounded"):
+        real_variants(RealBenchSpec(dispatchers=("async_batch",)))
+    with pytest.raises(ConfigError, match="valid: async_batch, async_batch_bounded"):
+        real_variants(RealBenchSpec(dispatchers=("fifo", "async_batch_bounded")))
+    variants = real_variants(RealBenchSpec(max_parallel_agents=3))
+    assert set(variants) == {"async_batch", "async_batch_bounded", "async_pipeline", "async_pipeline_auto",
+                             "priority"}
+    assert all(v.max_parallel_agents == 3 for v in variants.values())
+    assert variants["async_pipeline_auto"].auto and variants["priority"].auto
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_bench_dispatch_real_cpu_stack(tmp_path):
+    """Every dispatcher on the real stack (hf SmolLM2, gsm8k_steps, python tool in bubblewrap): every trajectory
+    accounted for and released, no sandbox workspace left behind, the real engine's metrics in range."""
+    from click.testing import CliRunner
+
+    from skyrl_core.cli import build_cli
+
+    args = ["bench", "dispatch", "--real", "--task", "gsm8k_steps", "--instances", "2", "--samples", "2",
+            "--max-turns", "2", "--max-tokens", "16", "--max-batch", "2", "--max-parallel-agents", "2",
+            "--threads", "1", "--output", str(tmp_path)]
+    result = CliRunner().invoke(build_cli(), args)
+    assert result.exit_code == 0, result.output
+    data = json.loads((tmp_path / "results_real.json").read_text())
+    assert data["mode"] == "real" and data["torch_threads"] == 1
+    rows = data["dispatchers"]
+    assert set(rows) == {"async_batch", "async_batch_bounded", "async_pipeline", "async_pipeline_auto", "priority"}
+    for name, row in rows.items():
+        assert row["n_trajectories"] == 4 and row["n_ok"] + row["n_failed"] == 4, name
+        assert sum(row["finish_reasons"].values()) == 4 and "None" not in row["finish_reasons"], name
+        assert not any(k.startswith("error_") for k in row["failures"]), (name, row["failures"])
+        assert row["runtime_starts"] == row["runtime_releases"] == row["released_callbacks"] == 4, name
+        assert row["leftover_workspaces"] == 0 and row["leaked_runtimes"] == 0 and row["accounted"], name
+        assert row["release_errors"] == 0
+        assert 0 < row["mean_occupancy"] <= row["engine_busy"] <= 1.0, name
+        assert row["wall_s"] > 0 and row["runtime_s_per_traj"] > 0 and row["speedup_vs_bounded"] > 0
+        assert 1 <= row["peak_runtimes"] <= 4
+        assert row["tokens_out"] >= row["engine_requests"] >= 4  # at least one turn per trajectory
+        assert 1 <= row["turns_mean"] <= 2
+    assert rows["async_batch_bounded"]["speedup_vs_bounded"] == 1.0
+    assert rows["async_batch_bounded"]["peak_runtimes"] <= 2  # max_parallel_agents honoured for real
+    assert "async_pipeline_auto" in result.output and "leaked" in result.output
+    assert json.loads((tmp_path / "timelines_real.json").read_text())["async_batch"]["runtimes"][0] == 0

@@ -30,15 +30,40 @@ def dispatch_command(
     profile: Optional[list[str]] = typer.Option(None, "--profile",
                                                 help="swe | light (repeatable; default: both)."),
     seeds: Optional[int] = typer.Option(None, "--seeds", help="Number of workload seeds (default 5, --quick 1)."),
+    real: bool = typer.Option(False, "--real", help="Run the real CPU stack (hf engine, GSM8K, python tool in "
+                                                    "the bubblewrap sandbox) instead of the simulation."),
+    task: str = typer.Option("gsm8k", "--task", help="--real: gsm8k | gsm8k_steps."),
+    instances: Optional[int] = typer.Option(None, "--instances", help="--real: instances (default 4, --quick 2)."),
+    samples: Optional[int] = typer.Option(None, "--samples", help="--real: samples per instance (default 2)."),
+    max_turns: Optional[int] = typer.Option(None, "--max-turns", help="--real: agent turns (default 3, --quick 2)."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens",
+                                             help="--real: tokens per turn (default 96, --quick 48)."),
+    max_batch: int = typer.Option(4, "--max-batch", help="--real: engine batch capacity."),
+    max_parallel_agents: int = typer.Option(4, "--max-parallel-agents", help="--real: dispatcher.max_parallel_agents."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="--real: torch threads (1 on a busy shared CPU)."),
+    seed: int = typer.Option(0, "--seed", help="--real: sampling seed (the same for every dispatcher)."),
+    dispatcher: Optional[list[str]] = typer.Option(None, "--dispatcher",
+                                                   help="--real: only these (repeatable; include async_batch_bounded)."),
 ) -> None:
     """Run every dispatcher on the same simulated workload and seed; print a table, write results.json and
-    dispatch_timeline.png (engine occupancy and runtimes alive per dispatcher)."""
+    dispatch_timeline.png (engine occupancy and runtimes alive per dispatcher). With --real, run them on the real
+    CPU stack instead and write results_real.json."""
     from rich.console import Console
+
+    console = Console(width=max(Console().width, 128))
+    if real:
+        from .real import RealBenchSpec
+
+        spec = RealBenchSpec(task=task, instances=instances or (2 if quick else 4), samples=samples or 2,
+                             max_turns=max_turns or (2 if quick else 3), max_tokens=max_tokens or (48 if quick else 96),
+                             max_batch=max_batch, max_parallel_agents=max_parallel_agents, seed=seed,
+                             threads=threads, dispatchers=tuple(dispatcher) if dispatcher else None)
+        _real(console, spec, output)
+        return
     from rich.table import Table
 
     from .dispatch import PROFILES, plot_timelines, run_bench
 
-    console = Console(width=max(Console().width, 128))
     names = profile or ["swe", "light"]
     for name in names:
         if name not in PROFILES:
@@ -75,3 +100,44 @@ def dispatch_command(
         mark = "[green]met[/green]" if check["ok"] else "[red]missed[/red]"
         console.print(f"{mark}  {check['target']}: {check['value']}")
     console.print(f"wrote {output / 'results.json'} and {png} in {elapsed:.1f} s")
+
+
+def _real(console, spec, output: Path) -> None:
+    """``--real``: run, print the table, write ``results_real.json`` and ``timelines_real.json``."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from .real import run_real
+
+    console = Console(width=max(console.width, 170))  # every column unwrapped, also under a test runner
+    spec.validate()
+    t0 = time.perf_counter()
+    results = run_real(spec)
+    elapsed = time.perf_counter() - t0
+    output.mkdir(parents=True, exist_ok=True)
+    timelines = results.pop("_timelines")
+    results["command"] = (
+        f"skyrl bench dispatch --real --task {spec.task} --instances {spec.instances} --samples {spec.samples} "
+        f"--max-turns {spec.max_turns} --max-tokens {spec.max_tokens} --max-batch {spec.max_batch} "
+        f"--max-parallel-agents {spec.max_parallel_agents} --seed {spec.seed}"
+        + (f" --threads {spec.threads}" if spec.threads else "")
+        + "".join(f" --dispatcher {d}" for d in spec.dispatchers or ()))
+    results["bench_wall_s"] = round(elapsed, 2)
+    (output / "results_real.json").write_text(json.dumps(results, indent=1, default=float))
+    (output / "timelines_real.json").write_text(json.dumps(timelines))
+    table = Table(title=f"real CPU stack: {spec.task}, {spec.instances} instances x {spec.samples} samples, "
+                        f"max_turns {spec.max_turns}, max_tokens {spec.max_tokens}, engine max_batch "
+                        f"{spec.max_batch}, max_parallel_agents {spec.max_parallel_agents} (wall seconds)")
+    for col in ("dispatcher", "wall s", "x bounded", "engine busy", "occupancy", "peak runtimes", "runtime-s/traj",
+                "tokens", "ok/ended early", "leaked"):
+        table.add_column(col, justify="right" if col != "dispatcher" else "left", no_wrap=True)
+    for d, r in results["dispatchers"].items():
+        table.add_row(d, f"{r['wall_s']:.1f}", f"{r['speedup_vs_bounded']:.2f}", f"{r['engine_busy']:.0%}",
+                      f"{r['mean_occupancy']:.0%}", f"{r['peak_runtimes']:.0f}", f"{r['runtime_s_per_traj']:.1f}",
+                      str(r["tokens_out"]), f"{r['n_ok']}/{r['n_failed']}", str(r["leaked_runtimes"]))
+    console.print(table)
+    bad = [d for d, r in results["dispatchers"].items() if r["leaked_runtimes"] or not r["accounted"]]
+    if bad:
+        console.print(f"[red]runtime leak or unaccounted trajectory[/red] in: {', '.join(bad)}")
+    console.print(f"wrote {output / 'results_real.json'} in {elapsed:.1f} s (engine load "
+                  f"{results['engine_load_s']:.1f} s)")
