@@ -405,8 +405,10 @@ class PipelineDispatcher(_BaseDispatcher):
     run slot is taken and the engine's mean occupancy stays below 95 % (agents in tool calls leave batch slots
     free), and shrinks while the engine queues requests. Inits are admitted to fill free run slots plus a
     lookahead sized by Little's law, ``ceil(1.25 * run_slots * mean_init_s / mean_run_s)`` (the runs expected
-    to finish while one init takes place), so a runtime is ready when a slot frees. Before any run has finished,
-    ``mean_run_s`` is taken as twice the age of the oldest run (its expected total given its age). Once every
+    to finish while one init takes place), so a runtime is ready when a slot frees. ``mean_run_s`` counts runs
+    still going that are older than the finished runs' mean at their age (short runs finish first); before any
+    run has finished it is twice the oldest run's age, and no lookahead is admitted until that run is one
+    mean init old (see :meth:`run_estimate`). Once every
     trajectory has been admitted, ready runtimes start their run at once. Every mode honours ``max_runtimes``.
     """
 
@@ -464,13 +466,34 @@ class PipelineDispatcher(_BaseDispatcher):
     def _in_run(self) -> int:
         return self.count[_RUN] + self.count[_RUN_DONE]
 
+    def run_estimate(self) -> float | None:
+        """Auto mode: the expected seconds of one run (agent loop), from what has been seen so far; None while
+        there is no basis yet.
+
+        Short runs finish first, so the mean of the finished runs alone is biased low early in a batch (which
+        makes the lookahead eager); runs still going that are already older than that mean count too, at their
+        age (a lower bound: right-censored durations). Before any run has finished, a run is expected to last
+        twice the oldest run's age, but only once that age is at least one mean init: a run younger than an
+        init says nothing about how long runs take, and every runtime admitted on it would sit ready, idle.
+        """
+        now = self.monitor.now()  # type: ignore[union-attr]
+        ages = [now - t0 for t0 in self.run_started.values()]
+        done = self.run_mean.values
+        if done:
+            mean = sum(done) / len(done)
+            longer = [a for a in ages if a > mean]
+            return (sum(done) + sum(longer)) / (len(done) + len(longer))
+        init_s = self.init_mean.value
+        if not ages or init_s is None or max(ages) < init_s:
+            return None
+        return 2.0 * max(ages)
+
     def lookahead(self) -> int:
-        """Auto mode: how many trajectories may be initialising or ready (waiting for a run slot) at once."""
+        """Auto mode: how many trajectories may be initialising or ready (waiting for a run slot) at once —
+        the free run slots plus the runs expected to finish during one init (Little's law, with a margin)."""
         free = max(self.run_limit - self._in_run(), 0)
         init_s = self.init_mean.value
-        run_s = self.run_mean.value
-        if run_s is None and self.run_started:
-            run_s = 2.0 * (self.monitor.now() - min(self.run_started.values()))  # type: ignore[union-attr]
+        run_s = self.run_estimate()
         if init_s is None or not run_s:
             return free
         prefetch = math.ceil(self.LOOKAHEAD_MARGIN * self.run_limit * init_s / max(run_s, init_s))

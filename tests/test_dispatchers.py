@@ -187,6 +187,46 @@ def test_concurrency_bounds():
 
 
 @pytest.mark.timeout(60)
+def test_auto_lookahead_waits_for_evidence_before_prefetching():
+    """Auto mode: before any run has finished, no runtime is started ahead of a free run slot until the oldest run
+    is one mean init old (a younger run says nothing about run length); after that the lookahead follows Little's
+    law from the twice-its-age estimate, so fewer than a full second wave sit ready and idle."""
+    from skyrl_core.bench.engine import StandInEngine
+    from skyrl_core.inference.base import SamplingParams
+
+    n, init_s = 12, 10.0
+
+    async def main():
+        engine = StandInEngine(capacity=4, base_s=0.1, per_seq_s=0.0)
+
+        async def init(traj):
+            await asyncio.sleep(init_s)
+
+        async def run(traj):
+            await engine.generate([0], SamplingParams(max_tokens=1000))  # 100 s at one token per 0.1 s step
+            traj.finish_reason = "finished"
+
+        async def noop(traj):
+            return None
+
+        cfg = DispatcherConfig(type="async_pipeline", max_parallel_agents=4, auto=True)
+        metrics = await BUILTIN_DISPATCHERS["async_pipeline"](cfg, engine.stats).dispatch(
+            trajectories(n), Stages(init=init, run=run, eval=noop, release=noop))
+        await engine.close()
+        return metrics
+
+    metrics = run_virtual(main())
+    tl = metrics["timeline"]
+    before = [r for t, r in zip(tl["t"], tl["runtimes"]) if t < 2 * init_s - 1e-6]
+    assert max(before) == 4  # the 4 run slots only: their runs are younger than one init
+    first_done = init_s + 100.0  # the first wave of runs ends at init_s + 100 s
+    ramp = [r for t, r in zip(tl["t"], tl["runtimes"]) if t < first_done]
+    # 2 * age = 2 * init_s at first -> ceil(1.25 * 4 * 10 / 20) = 3 prefetched, never a whole second wave
+    assert max(ramp) == 4 + 3
+    assert metrics["n_ok"] == n and metrics["runtime_starts"] == metrics["runtime_releases"] == n
+
+
+@pytest.mark.timeout(60)
 def test_pipeline_backpressure_keeps_ready_runtimes_bounded():
     """With a slow eval stage, finished runs wait in the (bounded) eval queue and stop new inits."""
     n = 40
