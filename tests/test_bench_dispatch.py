@@ -158,3 +158,17 @@ def test_bench_dispatch_real_cpu_stack(tmp_path):
     assert rows["async_batch_bounded"]["peak_runtimes"] <= 2  # max_parallel_agents honoured for real
     assert "async_pipeline_auto" in result.output and "leaked" in result.output
     assert json.loads((tmp_path / "timelines_real.json").read_text())["async_batch"]["runtimes"][0] == 0
+
+
+def test_ideal_wall_is_a_lower_bound():
+    """No dispatcher beats the engine-saturated / critical-path lower bound on the same workload."""
+    from skyrl_core.bench.dispatch import ideal_wall_s
+
+    profile = PROFILES["light"]
+    bound = ideal_wall_s(profile, 0)
+    assert bound["ideal"] == max(bound["engine_bound"], bound["critical_path"]) > 0
+    for name in ("async_batch", "async_pipeline_auto"):
+        m = run_virtual(simulate(profile, dispatcher_variants(profile)[name], 0))
+        assert m["wall_s"] >= bound["ideal"]
+    swe = ideal_wall_s(PROFILES["swe"], 0)
+    assert swe["engine_bound"] == pytest.approx(621, abs=1)  # the figure docs/dispatchers.md quotes

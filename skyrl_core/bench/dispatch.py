@@ -184,6 +184,20 @@ SUMMARY_KEYS = ("wall_s", "speedup_vs_bounded", "engine_busy", "mean_occupancy",
                 "eval_s_mean", "n_failed", "leaked_runtimes")
 
 
+def ideal_wall_s(profile: Profile, seed: int) -> dict[str, float]:
+    """Lower bounds on any dispatcher's wall time (seconds) for one workload: ``engine_bound`` = the shortest init,
+    then every generated token at a full batch (``tokens / capacity * step(capacity)``), then the shortest eval;
+    ``critical_path`` = the longest single trajectory's init + turns at batch 1 + eval. ``ideal`` is the larger."""
+    specs = make_workload(profile, seed)
+    step_1 = profile.step_base_s + profile.step_per_seq_s
+    step_full = profile.step_base_s + profile.step_per_seq_s * profile.capacity
+    tokens = sum(t for s in specs for t, _ in s.turns)
+    engine_bound = (min(s.init_s for s in specs) + tokens / profile.capacity * step_full
+                    + min(s.eval_s for s in specs))
+    critical = max(s.init_s + sum(t * step_1 + tool for t, tool in s.turns) + s.eval_s for s in specs)
+    return {"engine_bound": engine_bound, "critical_path": critical, "ideal": max(engine_bound, critical)}
+
+
 def run_profile(profile: Profile, seeds: list[int]) -> dict[str, Any]:
     """Every dispatcher on the same workloads; per dispatcher the mean over seeds of each summary figure,
     ``per_seed`` walls, and the first seed's timelines (for the plot)."""
@@ -209,7 +223,10 @@ def run_profile(profile: Profile, seeds: list[int]) -> dict[str, Any]:
     bounded = out["async_batch_bounded"]["wall_s"]
     for name in out:
         out[name]["speedup_vs_bounded"] = bounded / out[name]["wall_s"]
-    return {"dispatchers": out, "timelines": timelines}
+    ideal = [ideal_wall_s(profile, s)["ideal"] for s in seeds]
+    bounds = {"ideal_wall_s": ideal, "max_speedup_vs_bounded": [
+        b / i for b, i in zip(out["async_batch_bounded"]["per_seed_wall_s"], ideal)]}
+    return {"dispatchers": out, "timelines": timelines, "bounds": bounds}
 
 
 def check_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -251,7 +268,8 @@ def run_bench(profiles: list[str], seeds: list[int]) -> dict[str, Any]:
     for name in profiles:
         profile = PROFILES[name]
         res = run_profile(profile, seeds)
-        results["profiles"][name] = {"parameters": attrs.asdict(profile), "dispatchers": res["dispatchers"]}
+        results["profiles"][name] = {"parameters": attrs.asdict(profile), "dispatchers": res["dispatchers"],
+                                     **res["bounds"]}
         results["_timelines"][name] = res["timelines"]
     first = profiles[0]
     results["profile"] = first
