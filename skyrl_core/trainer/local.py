@@ -90,8 +90,10 @@ class LocalBackend(Backend):
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         if not self.params:
             raise ConfigError("backend: the model has no trainable parameters (check backend.lora.target_modules)")
+        # on CPU the multi-tensor (foreach) AdamW materialises temporaries as large as all parameters; the
+        # per-parameter loop keeps peak memory at weights + grads + moments
         self.optimizer = torch.optim.AdamW(self.params, lr=bc.lr, betas=tuple(bc.betas),
-                                           weight_decay=bc.weight_decay)
+                                           weight_decay=bc.weight_decay, foreach=self.device.type != "cpu")
         self.ref_model = None
         if bc.kl_coef > 0 and self.peft_model is None:
             # frozen copy of the initial policy; with LoRA the reference is the model with adapters disabled

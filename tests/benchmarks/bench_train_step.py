@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import resource
 import statistics
 import time
 from pathlib import Path
@@ -98,6 +99,7 @@ def main() -> None:
     parser.add_argument("--resp", type=int, default=160)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--micro-batch-tokens", type=int, default=4096)
+    parser.add_argument("--local-only", action="store_true", help="time only the local step (memory checks)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     ns = parser.parse_args()
     if ns.packing is not None:
@@ -115,6 +117,12 @@ def main() -> None:
     print(f"device {backend.device}, {len(batch.data)} sequences, {n_tokens} tokens "
           f"({sum(len(d.response_ids) for d in batch.data)} response), micro_batch_tokens {ns.micro_batch_tokens}, "
           f"torch threads {torch.get_num_threads()}")
+    if ns.local_only:
+        t0 = time.perf_counter()
+        backend.train_step_sync(batch)
+        print(f"local step {time.perf_counter() - t0:.1f} s; peak RSS "
+              f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+        return
     plain_step(backend, batch, plain_opt)  # warm-up both paths (allocator, kernels)
     backend.train_step_sync(batch)
     times: dict[str, list[float]] = {"plain": [], "local": []}
@@ -129,6 +137,7 @@ def main() -> None:
     for k, v in times.items():
         print(f"{k:6s} median {med[k]:.2f} s  ({n_tokens / med[k]:.0f} tokens/s)  runs {[round(x, 2) for x in v]}")
     print(f"local / plain throughput: {med['plain'] / med['local']:.2f}x (target >= 0.9x)")
+    print(f"peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 
 if __name__ == "__main__":
