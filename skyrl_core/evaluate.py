@@ -2,7 +2,9 @@
 
 Outputs, in the output directory: ``trajectories.jsonl`` (one trajectory per line: messages, transitions with
 token ids and logprobs, reward, finish reason, metrics), ``metrics.json`` and ``trajectories.html`` (a readable
-view of some trajectories, see :mod:`skyrl_core.report`).
+view of some trajectories, see :mod:`skyrl_core.report`). When a verifier records a patch in
+``trajectory.metrics["model_patch"]`` (repository tasks such as the swe plugin's), ``predictions.jsonl`` too: one
+row per instance in the SWE-bench harness format (``instance_id``, ``model_name_or_path``, ``model_patch``).
 """
 
 from __future__ import annotations
@@ -68,9 +70,29 @@ def eval_metrics(trajectories: Sequence[Trajectory], wall_s: float, dispatch: di
     return metrics
 
 
+PATCH_METRIC = "model_patch"  # a verifier that produces a patch records it under this metrics key
+
+
+def harness_predictions(trajectories: Sequence[Any], model_name: str) -> list[dict[str, str]]:
+    """SWE-bench harness predictions: one ``{"instance_id", "model_name_or_path", "model_patch"}`` per instance,
+    from its best sample (highest reward, then a non-empty patch, then the lowest sample index). The patch is
+    ``metrics["model_patch"]``; a sample without one (its verifier never ran) counts as an empty patch."""
+    best: dict[str, tuple[tuple, dict[str, str]]] = {}
+    for t in trajectories:
+        patch = (t.metrics or {}).get(PATCH_METRIC)
+        patch = patch if isinstance(patch, str) else ""
+        key = (-float(t.reward or 0.0), not patch, t.sample_index)
+        row = {"instance_id": t.instance_id, "model_name_or_path": model_name, "model_patch": patch}
+        if t.instance_id not in best or key < best[t.instance_id][0]:
+            best[t.instance_id] = (key, row)
+    return [row for _key, row in best.values()]
+
+
 def write_outputs(output_dir: str | Path, trajectories: Sequence[Trajectory], metrics: dict[str, Any],
-                  html_limit: int = 8) -> dict[str, Path]:
-    """Write ``trajectories.jsonl``, ``metrics.json`` and ``trajectories.html`` into ``output_dir``."""
+                  html_limit: int = 8, model_name: str = "skyrl") -> dict[str, Path]:
+    """Write ``trajectories.jsonl``, ``metrics.json`` and ``trajectories.html`` into ``output_dir``, plus
+    ``predictions.jsonl`` (:func:`harness_predictions`, recorded as ``model_name``) when any trajectory's metrics
+    carry a ``model_patch``."""
     from .report import write_html
 
     out = Path(output_dir)
@@ -82,6 +104,11 @@ def write_outputs(output_dir: str | Path, trajectories: Sequence[Trajectory], me
             f.write(json.dumps(t.to_json(), ensure_ascii=False, default=str) + "\n")
     paths["metrics"].write_text(json.dumps(metrics, indent=2, default=str) + "\n", encoding="utf-8")
     write_html(trajectories, paths["html"], limit=html_limit, title="skyrl eval", metrics=metrics)
+    if any(PATCH_METRIC in (t.metrics or {}) for t in trajectories):
+        paths["predictions"] = out / "predictions.jsonl"
+        with paths["predictions"].open("w", encoding="utf-8") as f:
+            for row in harness_predictions(trajectories, model_name):
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
     return paths
 
 
@@ -106,5 +133,6 @@ async def run_eval(config: Any, output_dir: str | Path, engine: Any = None,
         await session.close()
     metrics = eval_metrics(trajectories, time.perf_counter() - start, dispatch)
     metrics["rollout_s"] = rollout_s
-    write_outputs(output_dir, trajectories, metrics, html_limit=config.logging.trajectories_html)
+    write_outputs(output_dir, trajectories, metrics, html_limit=config.logging.trajectories_html,
+                  model_name=str(config.model))
     return metrics

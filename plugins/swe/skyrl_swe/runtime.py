@@ -10,9 +10,10 @@ version (:class:`RepoEnvironments`) and reused by every trajectory and the verif
 directory that is bind-mounted back at the same place, so the editor and the search index read the files on the
 host while commands run in the container.
 
-A runtime learns its instance either at construction (``cls(spec, instance=...)``) or through
-:meth:`prepare` — the tools and the verifier call :func:`ensure_prepared` with the trajectory's instance, so a
-dispatcher that constructs runtimes as ``cls(spec)`` works too.
+A runtime learns its instance either at construction (``cls(spec, instance=...)``, then ``start`` prepares it) or
+through :meth:`prepare`, which the rollout's init stage calls right after ``start`` — so the repository copy and the
+environment build happen in the dispatcher's init stage, never at the first tool call. A tool that finds its
+runtime unprepared answers with an error saying so (:func:`prepare_for_tool`).
 """
 
 from __future__ import annotations
@@ -350,12 +351,14 @@ async def ensure_prepared(runtime: Any, instance: Any) -> None:
 
 
 async def prepare_for_tool(ctx: Any):
-    """Prepare the trajectory's runtime for its instance before a tool acts; a ToolResult error when the
-    repository is unavailable, else None."""
+    """None when the trajectory's runtime is ready for a tool, else a ToolResult error: a repository runtime that
+    was started but never prepared (``Runtime.prepare`` belongs to the init stage, before any tool acts)."""
     from skyrl_core import ToolResult
 
-    try:
-        await ensure_prepared(ctx.runtime, ctx.instance)
-    except RepoUnavailable as exc:
-        return ToolResult(output=f"Error: the repository is unavailable: {exc}", error=True)
+    runtime = ctx.runtime
+    if runtime is not None and getattr(runtime, "prepared", True) is False:
+        return ToolResult(output=f"Error: the {getattr(runtime, 'name', 'runtime')} runtime holds no repository: "
+                                 f"it was started without an instance and never prepared (call "
+                                 f"`await runtime.prepare(instance)` after `start`, as the rollout's init stage "
+                                 f"does, or give it runtime.source / runtime.workspace)", error=True)
     return None

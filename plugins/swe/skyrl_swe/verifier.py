@@ -292,5 +292,9 @@ async def swe_tests(trajectory: Any, runtime: Any, instance: Instance) -> Verifi
     elif isinstance(getattr(trajectory, "answer", None), str):
         patch = trajectory.answer
     runtime_cls = type(runtime) if runtime is not None and hasattr(runtime, "prepare") else None
-    result = await verify_patch(instance, patch, runtime_cls, getattr(runtime, "spec", None))
-    return result
+    try:
+        return await verify_patch(instance, patch, runtime_cls, getattr(runtime, "spec", None))
+    except Exception as exc:  # a broken test run scores 0 but keeps the patch (the predictions file needs it)
+        log.warning("instance %s: verification failed: %s: %s", instance.id, type(exc).__name__, exc)
+        return VerifierResult(reward=0.0, metrics={"model_patch": patch, "patch_applied": False,
+                                                   "error": f"verification failed: {type(exc).__name__}: {exc}"})

@@ -145,9 +145,13 @@ async def test_swe_task_with_the_sandbox_and_submit(generated):
 
     inst = swe_task.select(DataSpec(path=str(generated), limit=1))[0]
     rt = SweSandbox(RuntimeSpec(type="swe_sandbox"))
-    await rt.start()  # constructed as the dispatcher does, without the instance: the first tool prepares it
+    await rt.start()  # constructed as the rollout's init stage does: start, then prepare with the instance
     try:
         ctx = ToolContext(runtime=rt, instance=inst)
+        unprepared = await submit_tool.call({}, ctx)
+        assert unprepared.error and "never prepared" in unprepared.output
+        await rt.prepare(inst)
+        assert (rt.workspace / inst.data["mutation"]["path"]).is_file() and rt.env_dir is not None
         # apply the gold fix through the editor, as an agent would
         from skyrl_swe.verifier import split_patch
 
