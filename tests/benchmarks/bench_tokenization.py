@@ -28,9 +28,12 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--turns", type=int, default=128)
     ap.add_argument("--gen-tokens", type=int, default=16, help="tokens the model really generates per call")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--no-model", action="store_true",
+                    help="skip the model call (the scripted reply only): measures the loop's tokenisation over "
+                         "many turns where the real engine would take too long on this machine")
     ap.add_argument("--json", help="write the figures to this file")
     args = ap.parse_args(argv)
-    result = asyncio.run(run(args.turns, args.gen_tokens, args.device))
+    result = asyncio.run(run(args.turns, args.gen_tokens, args.device, not args.no_model))
     print(json.dumps(result, indent=2))
     if args.json:
         with open(args.json, "w") as f:
@@ -38,7 +41,7 @@ def main(argv: list[str] | None = None) -> dict:
     return result
 
 
-async def run(turns: int, gen_tokens: int, device: str) -> dict:
+async def run(turns: int, gen_tokens: int, device: str, use_model: bool = True) -> dict:
     from skyrl_core.agent import run_agent
     from skyrl_core.chat import ChatFormat
     from skyrl_core.config import AgentConfig, HintsConfig
@@ -61,7 +64,8 @@ async def run(turns: int, gen_tokens: int, device: str) -> dict:
 
         async def generate(self, input_ids, sampling):
             t0 = time.perf_counter()
-            await inner.generate(input_ids, attrs.evolve(sampling, max_tokens=gen_tokens))
+            if use_model:
+                await inner.generate(input_ids, attrs.evolve(sampling, max_tokens=gen_tokens))
             self.engine_s += time.perf_counter() - t0
             self.n += 1
             if self.n % 16 == 0:  # progress, so a long run on a slow machine shows its figures as it goes
@@ -118,7 +122,8 @@ async def run(turns: int, gen_tokens: int, device: str) -> dict:
         "turns": traj.turns,
         "finish_reason": traj.finish_reason,
         "final_prompt_tokens": len(traj.transitions[-1].input_ids),
-        "gen_tokens_per_call": gen_tokens,
+        "gen_tokens_per_call": gen_tokens if use_model else 0,
+        "model": use_model,
         "device": device,
         "wall_s": round(wall, 3),
         "engine_s": round(engine.engine_s, 3),
