@@ -145,7 +145,7 @@ def tools_run(
         console.print_json(json.dumps({"output": result.output, "error": result.error, "finish": result.finish,
                                        "answer": result.answer, "metadata": result.metadata}, default=str))
         return
-    console.print(result.output, markup=False, highlight=False)
+    console.print(result.output, markup=False, highlight=False, soft_wrap=True)  # code keeps its lines
     if result.finish:
         console.print(f"[bold]finish[/bold] answer={result.answer!r}")
     if result.error:

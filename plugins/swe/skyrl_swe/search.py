@@ -336,8 +336,11 @@ class Searcher:
 
     def _bm25_index(self):
         def build():
+            import logging
+
             import bm25s
 
+            logging.getLogger("bm25s").setLevel(logging.WARNING)  # it sets DEBUG on itself: keep tool output clean
             docs: list[Symbol] = []
             corpus: list[list[str]] = []
             for path, entry in self.index.files.items():

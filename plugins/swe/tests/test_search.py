@@ -121,3 +121,31 @@ async def test_empty_and_unmatched_queries_give_hints(ctx):
     assert "Empty query" in empty.output and "Hint" in empty.output
     none = await search(ctx, "text:zzqq_not_anywhere")
     assert "does not occur" in none.output and "Hint" in none.output
+
+
+def test_skyrl_tools_run_search_on_a_project_directory(project_src):
+    """`skyrl tools run search ... --workspace DIR` on a plain project directory (not a git repository, used in
+    place): code lines come back whole even on a narrow terminal, no library log noise, nothing written."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    before = sorted(str(p.relative_to(project_src)) for p in project_src.rglob("*"))
+    env = {**os.environ, "COLUMNS": "60", "SKYRL_LOAD_PLUGINS": "skyrl-swe"}
+    skyrl = [sys.executable, "-c", "from skyrl_core.cli import main; main()"]
+
+    def run(query: str) -> str:
+        proc = subprocess.run([*skyrl, "tools", "run", "search", json.dumps({"query": query}), "--workspace",
+                               str(project_src)], capture_output=True, text=True, env=env, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert "DEBUG" not in proc.stdout + proc.stderr
+        return proc.stdout
+
+    out = run("camelize")
+    assert "   144  def camelize(string: str, uppercase_first_letter: bool = True) -> str:\n" in out
+    out = run("inflection/__init__.py:pluralize")
+    assert "if not word or word.lower() in UNCOUNTABLES:" in out and "function pluralize" in out
+    out = run("return the plural form of a word")  # prose: BM25 over definitions
+    assert "ranked by text similarity (BM25)" in out and "inflection/__init__.py" in out
+    assert sorted(str(p.relative_to(project_src)) for p in project_src.rglob("*")) == before
