@@ -113,8 +113,8 @@ class AnswerFromPrompt(ScriptedReplyInjector):
     """Replies with a python call, then finish with the sum asked in the prompt (solving it for real). The
     real engine runs one token per call; the reply is chosen per call (trajectories run concurrently)."""
 
-    def __init__(self, inner):
-        super().__init__(inner, [""], run_model=True)
+    def __init__(self, inner, run_model: bool = True):
+        super().__init__(inner, [""], run_model=run_model)
 
     async def generate(self, input_ids, sampling):
         text = self.tokenizer.decode(input_ids)
@@ -123,7 +123,8 @@ class AnswerFromPrompt(ScriptedReplyInjector):
             reply = call("finish", answer=str(eval(question)))
         else:
             reply = call("python", code=f"print({question})")
-        await self.inner.generate(input_ids, attrs.evolve(sampling, max_tokens=1))
+        if self.run_model:
+            await self.inner.generate(input_ids, attrs.evolve(sampling, max_tokens=1))
         ids = self.tokenizer(reply, add_special_tokens=False)["input_ids"]
         ids.append(self.tokenizer.convert_tokens_to_ids("<|im_end|>"))
         return GenerationOutput(output_ids=ids, output_logprobs=[0.0] * len(ids), finish_reason="stop")
@@ -204,6 +205,17 @@ async def test_task_overrides_runtime_verifier_tools_and_a_plugin_dispatcher(reg
     trajs, _ = await session.rollout(session.load_instances("eval")[:1], n_samples=1)
     assert "no tool named 'python'" in trajs[0].messages[3]["content"]
     assert "Valid tools: finish." in trajs[0].messages[3]["content"]
+
+
+async def test_instruction_builder_override_and_system_prompt(registry, engine):
+    cfg = config(tasks=[TaskConfig(name="arith", instruction_builder="gsm8k")])
+    cfg.agent.system_prompt = "Be exact."
+    session = await RolloutSession.create(cfg, engine=AnswerFromPrompt(engine, run_model=False), registry=registry)
+    trajs, _ = await session.rollout(session.load_instances("eval")[:1], n_samples=1)
+    system, user = trajs[0].messages[:2]
+    assert system["role"] == "system" and system["content"].startswith("Be exact.\n\n# Tools")
+    assert user == {"role": "user", "content": "What is 48 + 24?"}
+    assert trajs[0].reward == 1.0 and trajs[0].finish_reason == "finished"
 
 
 async def test_unknown_components_fail_at_create_naming_them(registry, engine):
