@@ -280,7 +280,8 @@ def _unparseable(error: str, text: str, tools: dict[str, Tool], parser: Any) -> 
     names = ", ".join(sorted(tools))
     msg = f"Error: your tool call could not be parsed: {error}."
     if meant:
-        return msg + f" A valid call of '{meant[0].name}' looks like:\n{_call_text(meant[0].example_call(), parser.name)}"
+        example = _call_text(meant[0].example_call(), parser.name)
+        return msg + f" A valid call of '{meant[0].name}' looks like:\n{example}"
     first = _preferred_example_tool(tools)
     example = _call_text(first.example_call(), parser.name) if first else ""
     return msg + f" Valid tools: {names}." + (f" For example:\n{example}" if example else "")

@@ -36,7 +36,8 @@ def eval_metrics(trajectories: Sequence[Trajectory], wall_s: float, dispatch: di
     """Summary of an eval: ``pass@1`` and ``pass@k`` (k = samples per instance, and powers of two below it),
     ``reward_mean``, ``mean_turns``, ``finish_reasons`` (counts), ``tool_calls`` (calls per tool),
     ``tokens_in``/``tokens_out`` (prompt tokens sent / tokens generated, summed over LLM calls), ``masked``
-    (fraction loss-masked), ``wall_s`` (seconds, including engine start-up in ``run_eval``) and the dispatcher's metrics under ``dispatch``."""
+    (fraction loss-masked), ``wall_s`` (seconds, including engine start-up in ``run_eval``) and the
+    dispatcher's metrics under ``dispatch``."""
     groups: dict[str, list[Trajectory]] = defaultdict(list)
     for t in trajectories:
         groups[t.group_id].append(t)
