@@ -13,18 +13,6 @@ from skyrl_core.transitions import CONTEXT_EXCEEDED, FINISHED, MAX_TOKENS, MAX_T
 REPO = Path(__file__).resolve().parents[3]
 
 
-@pytest.fixture
-def one_torch_thread():
-    """torch's default intra-op threads spin on a shared, oversubscribed host (docs/engines.md): use one."""
-    torch = pytest.importorskip("torch")
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 @pytest.mark.slow
 async def test_eval_of_two_generated_instances_with_the_hf_engine(generated, tmp_path, one_torch_thread):
     from skyrl_core.config import load_config
