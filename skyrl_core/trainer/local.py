@@ -13,6 +13,7 @@ One :meth:`LocalBackend.train_step` = ``backend.mini_batches`` optimizer steps (
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import copy
 import json
@@ -101,6 +102,7 @@ class LocalBackend(Backend):
             for p in self.ref_model.parameters():
                 p.requires_grad_(False)
         self.updates = 0
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         pad = getattr(getattr(engine, "tokenizer", None), "pad_token_id", None)
         self.pad_id = int(pad) if pad is not None else 0
 
@@ -203,8 +205,17 @@ class LocalBackend(Backend):
 
     # -- training --------------------------------------------------------------------------------------------
     async def train_step(self, batch: TrainingBatch) -> dict[str, float]:
-        """One training step on ``batch`` in a worker thread (the event loop stays free)."""
-        return await asyncio.to_thread(self.train_step_sync, batch)
+        """One training step on ``batch`` in this backend's own worker thread (the event loop stays free).
+        One persistent thread rather than the shared pool: every new thread gets its own malloc arena, and
+        freed activation memory parked in many arenas shows up as a growing RSS."""
+        if self._executor is None:
+            self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="skyrl-train")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self.train_step_sync, batch)
+
+    async def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
 
     def train_step_sync(self, batch: TrainingBatch) -> dict[str, float]:
         """Blocking form of :meth:`train_step`. Data with ``loss_mask`` 0 or no generated token are not
