@@ -86,6 +86,14 @@ def trajectory_summary(trajectories: Sequence[Any]) -> dict[str, float]:
     return out
 
 
+def _raise_if_cancelled() -> None:
+    """Re-raise a Ctrl-C that a rollout absorbed (a dispatcher that turns cancellation into "cancelled"
+    trajectories must not make the loop train on them)."""
+    task = asyncio.current_task()
+    if task is not None and getattr(task, "cancelling", lambda: 0)():
+        raise asyncio.CancelledError
+
+
 def peak_rss_mb() -> float:
     """Peak resident set size of this process so far, in MiB (Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
@@ -162,6 +170,7 @@ class TrainRun:
         t0 = time.perf_counter()
         items = self.step_items()
         trajectories, dispatch = await self.session.rollout(items, cfg.sampling.n_samples)
+        _raise_if_cancelled()
         t_rollout = time.perf_counter() - t0
         self._dump_trajectories(f"step-{step:06d}", trajectories)
         batch = build_training_batch(trajectories, cfg.backend.advantage, cfg.backend.std_normalize)
@@ -199,6 +208,7 @@ class TrainRun:
                                   top_k=cfg.sampling.top_k, max_tokens=cfg.sampling.max_tokens,
                                   seed=cfg.sampling.seed)
         trajectories, _ = await self.session.rollout(self.eval_items, 1, sampling)
+        _raise_if_cancelled()
         self._dump_trajectories(f"eval-{self.step:06d}", trajectories)
         summary = trajectory_summary(trajectories)
         record = {"kind": "eval", "step": self.step, "n": len(trajectories),
