@@ -15,6 +15,7 @@ import os
 import resource
 import shutil
 import signal
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -185,8 +186,13 @@ class LocalSandbox(Runtime):
         if not self.bwrap:
             return argv
         ws = str(self.workspace)
-        wrapped = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-                   "--bind", ws, ws, "--chdir", ws, "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+        wrapped = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+        # The private /tmp hides whatever lives under the host's /tmp; keep the running interpreter (a venv
+        # may live there, e.g. in a CI checkout) visible, read-only.
+        for path in _interpreter_paths():
+            if path == "/tmp" or path.startswith("/tmp/"):
+                wrapped += ["--ro-bind", path, path]
+        wrapped += ["--bind", ws, ws, "--chdir", ws, "--unshare-pid", "--unshare-ipc", "--unshare-uts",
                    "--die-with-parent", "--new-session", "--setenv", "HOME", ws]
         if not self.spec.network:
             wrapped.append("--unshare-net")
@@ -251,6 +257,12 @@ class LocalSandbox(Runtime):
         self._groups.clear()
         if self._tmp:
             await asyncio.to_thread(shutil.rmtree, self._tmp, True)
+
+
+def _interpreter_paths() -> list[str]:
+    """Directories the current Python needs: its prefix, base prefix and the real location of its binary."""
+    paths = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))}
+    return sorted(p for p in paths if p and os.path.isdir(p))
 
 
 def _kill_group(pgid: int) -> None:
