@@ -280,6 +280,7 @@ class LocalBackend(Backend):
         bc = self.bc
         model = self._trainable()
         n_tokens = sum(sum(d.response_mask) for d in mini)
+        self.begin_mini_batch(mini, n_tokens)
         loss_total = 0.0
         sums: dict[str, float] = {}
         tokens = 0
@@ -299,27 +300,42 @@ class LocalBackend(Backend):
                     if n:
                         old[r, -n:] = torch.tensor(old_lps[id(d)], device=lp.device)
             mask = mb["loss_tokens"]
-            loss, m = policy_loss(lp, old, mb["advantages"], mask, clip_low=bc.clip, clip_high=bc.clip_high,
-                                  tis_cap=bc.tis_cap, rollout_logprobs=mb.get("rollout_logprobs"))
-            if bc.kl_coef > 0:
-                kl = kl_penalty(lp, self._ref_logprobs(mb), mask)
-                loss = loss + bc.kl_coef * kl
-                m["kl"] = float(kl)
-            if bc.entropy_coef > 0:
-                ent = (entropy_from_logits(logits) * mask).sum() / mask.sum().clamp(min=1.0)
-                loss = loss - bc.entropy_coef * ent
-                m["entropy"] = float(ent)
-            # token-mean over the whole mini-batch: weight each micro-batch by its share of the tokens
-            weight = float(mask.sum()) / max(n_tokens, 1)
-            scaled = loss * weight
+            scaled, m = self.micro_batch_loss(lp, old, logits, mb, n_tokens)
             if not torch.isfinite(scaled):
                 return loss_total, False, sums, tokens
             scaled.backward()
             loss_total += float(scaled.detach())
+            share = float(mask.sum()) / max(n_tokens, 1)
             for k, v in m.items():
-                sums[k] = max(sums.get(k, v), v) if k.endswith("_max") else sums.get(k, 0.0) + v * weight
-            del logits, lp, loss, scaled
+                sums[k] = max(sums.get(k, v), v) if k.endswith("_max") else sums.get(k, 0.0) + v * share
+            del logits, lp, scaled
         return loss_total, True, sums, tokens
+
+    def begin_mini_batch(self, mini: Sequence[Datum], n_tokens: int) -> None:
+        """Called once before a mini-batch's micro-batches (bridges set their global batch info here)."""
+
+    def micro_batch_loss(self, lp: torch.Tensor, old: torch.Tensor, logits: torch.Tensor, mb: dict,
+                         n_tokens: int) -> tuple[torch.Tensor, dict[str, float]]:
+        """The loss of one micro-batch, scaled so that the micro-batch losses of a mini-batch add up to its
+        token-mean loss (``n_tokens``: loss tokens in the whole mini-batch), and its metrics.
+
+        ``lp``/``old`` are ``[rows, resp_len]`` logprobs under the current and the behaviour policy; ``logits``
+        ``[rows, resp_len, vocab]``; ``mb`` the collated micro-batch (``advantages``, ``loss_tokens``, ...).
+        Bridges override this to use their own trainer's loss on the same data."""
+        bc = self.bc
+        mask = mb["loss_tokens"]
+        loss, m = policy_loss(lp, old, mb["advantages"], mask, clip_low=bc.clip, clip_high=bc.clip_high,
+                              tis_cap=bc.tis_cap, rollout_logprobs=mb.get("rollout_logprobs"))
+        if bc.kl_coef > 0:
+            kl = kl_penalty(lp, self._ref_logprobs(mb), mask)
+            loss = loss + bc.kl_coef * kl
+            m["kl"] = float(kl.detach())
+        if bc.entropy_coef > 0:
+            ent = (entropy_from_logits(logits) * mask).sum() / mask.sum().clamp(min=1.0)
+            loss = loss - bc.entropy_coef * ent
+            m["entropy"] = float(ent.detach())
+        # token-mean over the whole mini-batch: weight each micro-batch by its share of the tokens
+        return loss * (float(mask.sum()) / max(n_tokens, 1)), m
 
     # -- weights ---------------------------------------------------------------------------------------------
     def policy_state_dict(self) -> dict[str, torch.Tensor]:

@@ -25,7 +25,7 @@ import attrs
 import torch
 
 from skyrl_core.errors import ConfigError
-from skyrl_core.trainer.local import LocalBackend, plan_micro_batches
+from skyrl_core.trainer.local import LocalBackend
 from skyrl_core.transitions import Datum, TrainingBatch
 
 from .algorithms import actor_config, verl_advantages, verl_estimator_name, verl_policy_loss
@@ -91,66 +91,44 @@ class VerlBackend(LocalBackend):
     def train_step_sync(self, batch: TrainingBatch) -> dict[str, float]:
         return super().train_step_sync(self.verl_batch(batch))
 
-    def accumulate_gradients(self, mini: Sequence[Datum], old_lps: dict[int, list[float]] | None = None
-                             ) -> tuple[float, bool, dict[str, float], int]:
-        """Backward VeRL's policy loss of one mini-batch, micro-batch by micro-batch. The aggregation is VeRL's
-        ``agg_loss`` with the mini-batch's token and sequence counts as its global batch info, so micro-batch
-        losses add up to the mini-batch loss without re-weighting. Returns what the local trainer's does."""
+    def begin_mini_batch(self, mini: Sequence[Datum], n_tokens: int) -> None:
+        """VeRL's ``agg_loss`` takes the mini-batch's token and sequence counts as its global batch info, so
+        micro-batch losses add up to the mini-batch loss without re-weighting."""
+        cfg = self.actor_cfg
+        cfg.global_batch_info.update(dp_size=1, batch_num_tokens=max(n_tokens, 1), global_batch_size=len(mini),
+                                     loss_scale_factor=cfg.loss_scale_factor)
+
+    def micro_batch_loss(self, lp: torch.Tensor, old: torch.Tensor, logits: torch.Tensor, mb: dict,
+                         n_tokens: int) -> tuple[torch.Tensor, dict[str, float]]:
+        """VeRL's policy loss, truncated importance sampling and low-variance KL on one micro-batch."""
         from verl.trainer.ppo.core_algos import agg_loss, kl_penalty
         from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_weights
 
         bc = self.bc
         cfg = self.actor_cfg
-        model = self._trainable()
-        n_tokens = sum(sum(d.response_mask) for d in mini)
-        cfg.global_batch_info.update(dp_size=1, batch_num_tokens=max(n_tokens, 1), global_batch_size=len(mini),
-                                     loss_scale_factor=cfg.loss_scale_factor)
-        loss_total = 0.0
-        sums: dict[str, float] = {}
-        tokens = 0
-        lengths = [len(d.prompt_ids) + len(d.response_ids) for d in mini]
-        for idx in plan_micro_batches(lengths, bc.micro_batch_tokens):
-            rows = [mini[i] for i in idx]
-            mb = self._collate(rows)
-            tokens += int(mb["attention_mask"].sum())
-            logits = self._logits(model, mb)
-            lp = self._token_logprobs(logits, mb["targets"])
-            if old_lps is None:
-                old = lp.detach()
-            else:
-                old = torch.zeros_like(lp)
-                for r, d in enumerate(rows):
-                    n = len(d.response_ids)
-                    if n:
-                        old[r, -n:] = torch.tensor(old_lps[id(d)], device=lp.device)
-            mask = mb["loss_tokens"]
-            m: dict[str, float] = {}
-            weights = None
-            if bc.tis_cap is not None and "rollout_logprobs" in mb:
-                weights, _ = compute_rollout_correction_weights(old - mb["rollout_logprobs"], mask,
-                                                                rollout_is="token", rollout_is_threshold=bc.tis_cap)
-                m["tis_weight_mean"] = float((weights * mask).sum() / mask.sum().clamp(min=1.0))
-            loss, vm = verl_policy_loss(lp, old, mb["advantages"], mask, cfg, rollout_is_weights=weights)
-            m["clip_fraction"] = float(vm.get("actor/pg_clipfrac", 0.0))
-            m["ppo_kl"] = float(vm.get("actor/ppo_kl", 0.0))
-            if bc.kl_coef > 0:
-                kld = kl_penalty(lp, self._ref_logprobs(mb), "low_var_kl")
-                kl = agg_loss(kld, mask, cfg.loss_agg_mode, **cfg.global_batch_info)
-                loss = loss + bc.kl_coef * kl
-                m["kl"] = float(kl) * n_tokens / max(float(mask.sum()), 1.0)
-            if bc.entropy_coef > 0:
-                from skyrl_core.trainer.losses import entropy_from_logits
+        mask = mb["loss_tokens"]
+        # metrics are summed by the caller weighted by this micro-batch's token share; VeRL's terms are already
+        # scaled to the mini-batch, so undo that scale for the reported values
+        unscale = n_tokens / max(float(mask.sum()), 1.0)
+        m: dict[str, float] = {}
+        weights = None
+        if bc.tis_cap is not None and "rollout_logprobs" in mb:
+            weights, _ = compute_rollout_correction_weights(old - mb["rollout_logprobs"], mask,
+                                                            rollout_is="token", rollout_is_threshold=bc.tis_cap)
+            m["tis_weight_mean"] = float((weights * mask).sum() / mask.sum().clamp(min=1.0))
+        loss, vm = verl_policy_loss(lp, old, mb["advantages"], mask, cfg, rollout_is_weights=weights)
+        m["clip_fraction"] = float(vm.get("actor/pg_clipfrac", 0.0))
+        m["ppo_kl"] = float(vm.get("actor/ppo_kl", 0.0))
+        if bc.kl_coef > 0:
+            kld = kl_penalty(lp, self._ref_logprobs(mb), "low_var_kl")
+            kl = agg_loss(kld, mask, cfg.loss_agg_mode, **cfg.global_batch_info)
+            loss = loss + bc.kl_coef * kl
+            m["kl"] = float(kl.detach()) * unscale
+        if bc.entropy_coef > 0:
+            from skyrl_core.trainer.losses import entropy_from_logits
 
-                ent = agg_loss(entropy_from_logits(logits), mask, cfg.loss_agg_mode, **cfg.global_batch_info)
-                loss = loss - bc.entropy_coef * ent
-                m["entropy"] = float(ent) * n_tokens / max(float(mask.sum()), 1.0)
-            if not torch.isfinite(loss):
-                return loss_total, False, sums, tokens
-            loss.backward()
-            loss_total += float(loss)
-            share = float(mask.sum()) / max(n_tokens, 1)
-            for k, v in m.items():
-                sums[k] = sums.get(k, 0.0) + v * share
-            del logits, lp, loss
-        return loss_total, True, sums, tokens
+            ent = agg_loss(entropy_from_logits(logits), mask, cfg.loss_agg_mode, **cfg.global_batch_info)
+            loss = loss - bc.entropy_coef * ent
+            m["entropy"] = float(ent.detach()) * unscale
+        return loss, m
 
