@@ -30,6 +30,7 @@ from ..backends import Backend
 from ..errors import ConfigError, SkyrlError
 from ..transitions import Datum, TrainingBatch
 from .losses import entropy_from_logits, kl_penalty, policy_loss
+from .memory import release_freed_memory
 
 log = logging.getLogger(__name__)
 
@@ -261,6 +262,9 @@ class LocalBackend(Backend):
         finally:
             self.optimizer.zero_grad(set_to_none=True)
             self.model.eval()
+            # the step freed its activations and gradients (hundreds of MiB); hand the pages back to the OS so
+            # the engine's next rollouts do not stack their own arenas on top (RSS grew step by step without it)
+            release_freed_memory()
         self.bad_steps = self.bad_steps + 1 if skipped == n_mini else 0
         elapsed = time.perf_counter() - start
         metrics.update(sums)

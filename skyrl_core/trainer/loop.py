@@ -32,6 +32,7 @@ from ..config import Config, config_to_yaml
 from ..errors import SkyrlError
 from ..postprocess import build_training_batch
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from .memory import current_rss_mb, release_freed_memory
 from .metrics import MetricsLogger
 
 log = logging.getLogger(__name__)
@@ -173,6 +174,7 @@ class TrainRun:
         _raise_if_cancelled()
         t_rollout = time.perf_counter() - t0
         self._dump_trajectories(f"step-{step:06d}", trajectories)
+        release_freed_memory()  # the rollouts' KV caches, freed in the engine's arena (see trainer/memory.py)
         batch = build_training_batch(trajectories, cfg.backend.advantage, cfg.backend.std_normalize)
         t1 = time.perf_counter()
         self._training = True
@@ -190,7 +192,7 @@ class TrainRun:
         record.update({f"train/{k}": v for k, v in train_metrics.items()})
         record.update({f"dispatch/{k}": v for k, v in dispatch.items() if isinstance(v, (int, float))})
         record.update(rollout_s=t_rollout, train_s=t_train, step_s=time.perf_counter() - t0,
-                      peak_rss_mb=peak_rss_mb(), bad_steps=self.backend.bad_steps)
+                      peak_rss_mb=peak_rss_mb(), rss_mb=current_rss_mb(), bad_steps=self.backend.bad_steps)
         self._log(record)
         if self.backend.bad_steps >= cfg.train.max_bad_steps:
             raise TrainingDivergedError(
@@ -210,6 +212,7 @@ class TrainRun:
         trajectories, _ = await self.session.rollout(self.eval_items, 1, sampling)
         _raise_if_cancelled()
         self._dump_trajectories(f"eval-{self.step:06d}", trajectories)
+        release_freed_memory()
         summary = trajectory_summary(trajectories)
         record = {"kind": "eval", "step": self.step, "n": len(trajectories),
                   "pass@1": summary.get("pass_rate", 0.0), **summary, "eval_s": time.perf_counter() - t0}
