@@ -8,6 +8,11 @@ loss over response tokens only, logits computed for the response positions only)
 
 Run: python tests/benchmarks/bench_train_step.py [--data 16] [--resp 160] [--repeat 3] [--micro-batch-tokens 4096]
 
+Memory across steps of the real loop (rollouts on the in-process hf engine, then a local train step on those
+trajectories with advantages forced to +-0.5 so every step trains every datum), current and peak RSS per phase:
+    OMP_NUM_THREADS=1 python tests/benchmarks/bench_train_step.py --loop-memory 3 [--no-trim]
+(``--no-trim`` disables ``skyrl_core.trainer.memory.release_freed_memory`` to show the growth it prevents).
+
 Packing saving on real trajectories (the ``rollouts/step-*.jsonl`` a ``skyrl train`` run writes):
     python tests/benchmarks/bench_train_step.py --packing runs/quickstart
 prints, over all trajectories of the run, the tokens a trainer processes with packing (one datum per trajectory
@@ -92,6 +97,45 @@ def packing_report(run_dir: Path) -> None:
           f"packing saving {m['packing_saving']:.1%}")
 
 
+def _rss() -> str:
+    from skyrl_core.trainer.memory import current_rss_mb
+
+    return (f"RSS {current_rss_mb():.0f} MiB, peak {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} "
+            f"MiB")
+
+
+async def loop_memory(steps: int, batch_size: int, n_samples: int) -> None:
+    """Rollouts + train steps as ``skyrl train examples/quickstart.yaml`` runs them, RSS after each phase."""
+    from skyrl_core.backends import create_backend
+    from skyrl_core.config import load_config
+    from skyrl_core.postprocess import build_training_batch
+    from skyrl_core.rollout import RolloutSession
+    from skyrl_core.trainer.memory import release_freed_memory
+
+    repo = Path(__file__).resolve().parents[2]
+    cfg = load_config(str(repo / "examples" / "quickstart.yaml"), ["data.limit=64"])
+    session = await RolloutSession.create(cfg)
+    backend = create_backend(cfg, session.engine)
+    items = session.load_instances("train")
+    print(f"setup: {_rss()}", flush=True)
+    for step in range(1, steps + 1):
+        t0 = time.perf_counter()
+        trajectories, _ = await session.rollout(items[(step - 1) * batch_size:step * batch_size], n_samples)
+        print(f"step {step} rollouts ({len(trajectories)}, {time.perf_counter() - t0:.0f} s): {_rss()}", flush=True)
+        release_freed_memory()  # what the train loop does after a step's rollouts
+        print(f"step {step} after trim: {_rss()}", flush=True)
+        batch = build_training_batch(trajectories, "rloo", skip_zero_advantage=False)
+        for i, d in enumerate(batch.data):
+            d.advantage, d.loss_mask = (0.5 if i % 2 else -0.5), 1
+        t0 = time.perf_counter()
+        m = await backend.train_step(batch)
+        await backend.sync_weights(session.engine)
+        print(f"step {step} train ({m['train_data']:.0f} data, {m['train_tokens']:.0f} tokens, "
+              f"{time.perf_counter() - t0:.0f} s): {_rss()}", flush=True)
+    await backend.close()
+    await session.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--packing", type=Path, default=None, help="report packing saving of a run dir and exit")
@@ -101,7 +145,22 @@ def main() -> None:
     parser.add_argument("--micro-batch-tokens", type=int, default=4096)
     parser.add_argument("--local-only", action="store_true", help="time only the local step (memory checks)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--loop-memory", type=int, default=0, metavar="STEPS",
+                        help="RSS over STEPS steps of real rollouts + train steps (quickstart config) and exit")
+    parser.add_argument("--loop-batch", type=int, default=4, help="--loop-memory: instances per step")
+    parser.add_argument("--loop-samples", type=int, default=4, help="--loop-memory: samples per instance")
+    parser.add_argument("--no-trim", action="store_true", help="--loop-memory: never return freed memory")
     ns = parser.parse_args()
+    if ns.loop_memory:
+        if ns.no_trim:
+            import skyrl_core.trainer.local as local_mod
+            import skyrl_core.trainer.memory as memory_mod
+
+            memory_mod.release_freed_memory = local_mod.release_freed_memory = lambda: False
+        import asyncio
+
+        asyncio.run(loop_memory(ns.loop_memory, ns.loop_batch, ns.loop_samples))
+        return
     if ns.packing is not None:
         packing_report(ns.packing)
         return
