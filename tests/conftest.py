@@ -33,3 +33,24 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared data folder {SHARED_DATA} is absent")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="module")
+def hf_engine():
+    """The real hf engine on SmolLM2-135M-Instruct (CPU, max_batch 8), one per test module.
+
+    One intra-op thread while it lives: on a shared CI host torch's default threads spin and crawl
+    (docs/engines.md); the previous setting is restored afterwards."""
+    import asyncio
+
+    torch = pytest.importorskip("torch")
+    from skyrl_core.inference.hf import HFEngine
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    eng = HFEngine(max_batch=8, device="cpu")
+    try:
+        yield eng
+    finally:
+        asyncio.run(eng.close())
+        torch.set_num_threads(threads)

@@ -19,16 +19,8 @@ GREEDY = SamplingParams(temperature=0.0, max_tokens=16)
 
 
 @pytest.fixture(scope="module")
-def engine():
-    from skyrl_core.inference.hf import HFEngine
-
-    # one intra-op thread: on a shared CI host torch's default threads spin and crawl (docs/engines.md)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    eng = HFEngine(max_batch=8, device="cpu")
-    yield eng
-    asyncio.run(eng.close())
-    torch.set_num_threads(threads)
+def engine(hf_engine):
+    return hf_engine
 
 
 def chat(engine, text: str) -> list[int]:

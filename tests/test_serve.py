@@ -95,17 +95,9 @@ def text_server():
 
 
 @pytest.fixture(scope="module")
-def local():
+def local(hf_engine):
     """The same model in-process: the reference the server's answers must match token for token."""
-    from skyrl_core.inference.hf import HFEngine
-
-    # one intra-op thread: on a shared CI host torch's default threads spin and crawl (docs/engines.md)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    eng = HFEngine(max_batch=8, device="cpu")
-    yield eng
-    asyncio.run(eng.close())
-    torch.set_num_threads(threads)
+    return hf_engine
 
 
 def client_for(url: str, **kw):
