@@ -44,7 +44,7 @@ _CALC = re.compile(r"<<([^<>=]*)=([^<>]*)>>")
 # A minus sign counts only where it cannot be subtraction or a range ("10-12" is not -12).
 _NUM = r"(?:(?<![\w).])-)?\$?\s?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|(?:(?<![\w).])-)?\$?\.\d+"
 _NUMBER_RE = re.compile(_NUM)
-_FRACTION_RE = re.compile(rf"^\s*(?P<a>-?\d+(?:\.\d+)?)\s*/\s*(?P<b>\d+(?:\.\d+)?)\s*$")
+_FRACTION_RE = re.compile(r"^\s*(?P<a>-?\d+(?:\.\d+)?)\s*/\s*(?P<b>\d+(?:\.\d+)?)\s*$")
 
 
 def _to_float(token: str) -> float | None:

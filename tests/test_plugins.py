@@ -13,7 +13,7 @@ import pytest
 
 from skyrl_core import Task, Tool, ToolResult, VerifierResult, hookimpl
 from skyrl_core.errors import RegistrationError, ToolSchemaError, UnknownComponentError
-from skyrl_core.plugins import KINDS, SkyrlPlugins, get_plugins, reset_plugins
+from skyrl_core.plugins import KINDS
 from skyrl_core.tasks import DataSpec, Instance
 
 FIXTURE = Path(__file__).parent / "fixtures" / "skyrl-fixture-plugin"

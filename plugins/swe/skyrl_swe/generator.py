@@ -22,7 +22,6 @@ import tarfile
 import xml.etree.ElementTree as ET
 import zipfile
 from pathlib import Path
-from typing import Any
 
 import attrs
 

@@ -21,7 +21,6 @@ import asyncio
 import re
 import threading
 from pathlib import Path
-from typing import Any
 
 import attrs
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 
 import pytest
 
-from skyrl_core import DataSpec, Instance
+from skyrl_core import DataSpec
 from skyrl_swe.data import RepoUnavailable, load_instances, normalise_row, read_rows, resolve_repository
 from skyrl_swe.verifier import (ERROR, FAILED, MISSING, PASSED, filter_patch, lookup, parse_django, run_tests,
                                 verify_patch)
