@@ -327,12 +327,14 @@ def _lenient_sequence(text: str) -> tuple[list[Any] | None, _Lenient]:
         return None, reader
 
 
-def _close_brackets(text: str) -> str | None:
-    """``text`` with its unclosed ``{``/``[`` closed, or None when nothing is open or it ends inside a string."""
-    stack: list[str] = []
+def _brackets_outside_strings(text: str, start: int = 0) -> tuple[str, bool]:
+    """The ``{[]}`` characters of ``text[start:]`` that lie outside JSON strings, in order, and whether the text
+    ends inside a string. The one string-aware scan both bracket checks below share."""
+    found: list[str] = []
     in_str = False
-    i = 0
-    while i < len(text):
+    i = start
+    n = len(text)
+    while i < n:
         c = text[i]
         if in_str:
             if c == "\\":
@@ -341,13 +343,23 @@ def _close_brackets(text: str) -> str | None:
                 in_str = False
         elif c == '"':
             in_str = True
-        elif c in "{[":
-            stack.append("}" if c == "{" else "]")
-        elif c in "}]":
-            if not stack or stack[-1] != c:
-                return None
-            stack.pop()
+        elif c in "{[]}":
+            found.append(c)
         i += 1
+    return "".join(found), in_str
+
+
+def _close_brackets(text: str) -> str | None:
+    """``text`` with its unclosed ``{``/``[`` closed, or None when nothing is open or it ends inside a string."""
+    brackets, in_str = _brackets_outside_strings(text)
+    stack: list[str] = []
+    for c in brackets:
+        if c in "{[":
+            stack.append("}" if c == "{" else "]")
+        elif not stack or stack[-1] != c:
+            return None
+        else:
+            stack.pop()
     if in_str or not stack:
         return None
     return text + "".join(reversed(stack))
@@ -521,26 +533,12 @@ _NAMED_START = re.compile(r"\[?\s*\{\s*[\"'](?:name|function|tool|tool_name)[\"'
 
 def _unbalanced_to_end(text: str, i: int) -> bool:
     """Whether the bracket structure opened at ``text[i]`` is still open at the end of the text."""
+    brackets, in_str = _brackets_outside_strings(text, i)
     depth = 0
-    in_str = False
-    j = i
-    n = len(text)
-    while j < n:
-        c = text[j]
-        if in_str:
-            if c == "\\":
-                j += 1
-            elif c == '"':
-                in_str = False
-        elif c == '"':
-            in_str = True
-        elif c in "{[":
-            depth += 1
-        elif c in "}]":
-            depth -= 1
-            if depth <= 0:
-                return False
-        j += 1
+    for c in brackets:
+        depth += 1 if c in "{[" else -1
+        if depth <= 0:
+            return False
     return depth > 0 or in_str
 
 
