@@ -554,6 +554,10 @@ def _scan_json(text: str, finish_reason: str) -> _Extracted:
         start = m.start()
         brace = m.start("obj")
         got = _read_prefix(text, brace)
+        # Cut off by max tokens with its brackets still open: never executed, even when the lenient reader
+        # could repair it into a complete object (a repair of a cut call is a guess, not the model's call).
+        if got is not None and finish_reason == "length" and _unbalanced_to_end(text, brace):
+            got = None
         if got is None:
             if finish_reason == "length" and (_unbalanced_to_end(text, brace) or _json_error(text[brace:])[1]):
                 ex.truncated = True
