@@ -18,7 +18,7 @@ import attrs
 
 from skyrl_core import Tool, ToolContext, ToolResult
 
-from .runtime import prepare_for_tool
+from .runtime import workspace_for_tool
 
 SNIPPET_CONTEXT = 4  # lines shown around an edit
 MAX_VIEW_CHARS = 20000
@@ -278,14 +278,9 @@ class Editor:
 
 
 async def run_editor(args: dict, ctx: ToolContext) -> ToolResult:
-    failure = await prepare_for_tool(ctx)
+    root, failure = await workspace_for_tool(ctx, "str_replace_editor")
     if failure is not None:
         return failure
-    runtime = ctx.runtime
-    root = getattr(runtime, "workspace", None)
-    if root is None:
-        return ToolResult(output="str_replace_editor needs a runtime with a workspace, but this trajectory has none",
-                          error=True)
     store = ctx.tool_store("str_replace_editor")
     editor = Editor(root, store.setdefault("history", {}))
     try:

@@ -362,3 +362,18 @@ async def prepare_for_tool(ctx: Any):
                                  f"`await runtime.prepare(instance)` after `start`, as the rollout's init stage "
                                  f"does, or give it runtime.source / runtime.workspace)", error=True)
     return None
+
+
+async def workspace_for_tool(ctx: Any, tool: str):
+    """``(workspace, None)`` when the trajectory's runtime is prepared and has a workspace, else
+    ``(None, ToolResult error)`` saying what is missing: the shared preamble of the file-system tools."""
+    from skyrl_core import ToolResult
+
+    failure = await prepare_for_tool(ctx)
+    if failure is not None:
+        return None, failure
+    root = getattr(ctx.runtime, "workspace", None)
+    if root is None:
+        return None, ToolResult(output=f"{tool} needs a runtime with a workspace, but this trajectory has none",
+                                error=True)
+    return root, None

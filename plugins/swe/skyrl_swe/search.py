@@ -26,7 +26,7 @@ import attrs
 
 from skyrl_core import Tool, ToolContext, ToolResult
 
-from .runtime import prepare_for_tool
+from .runtime import workspace_for_tool
 
 from .index import CodeIndex, Symbol, code_tokens
 
@@ -437,14 +437,9 @@ def index_for(root: str | Path, ctx: ToolContext | None = None) -> CodeIndex:
 
 
 async def run_search(args: dict, ctx: ToolContext) -> ToolResult:
-    failure = await prepare_for_tool(ctx)
+    root, failure = await workspace_for_tool(ctx, "the search tool")
     if failure is not None:
         return failure
-    runtime = ctx.runtime
-    root = getattr(runtime, "workspace", None)
-    if root is None:
-        return ToolResult(output="the search tool needs a runtime with a workspace, but this trajectory has none",
-                          error=True)
     index = index_for(root, ctx)
     out = await asyncio.to_thread(Searcher(index).search, args["query"], int(args.get("max_results") or
                                   DEFAULT_RESULTS), args.get("path"), args.get("kind"))
