@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import heapq
 import itertools
 import logging
 import math
@@ -29,6 +28,7 @@ from typing import Any, Awaitable, Callable
 
 import attrs
 
+from .errors import ConfigError
 from .transitions import CANCELLED, ERROR_EVAL, ERROR_INIT, ERROR_RUN, TIMEOUT, Trajectory
 
 log = logging.getLogger(__name__)
@@ -446,6 +446,15 @@ class PipelineDispatcher(_BaseDispatcher):
         self.run_mean = _RecentMean()
         self.run_started: dict[int, float] = {}
         self.peak_run_limit = self.run_limit
+        self.eval_mean = _RecentMean()
+        self.stage_mean = {"init": self.init_mean, "run": self.run_mean, "eval": self.eval_mean}
+        self.stage_started: dict[str, dict[int, float]] = {"init": {}, "run": self.run_started, "eval": {}}
+        self.order = self._order_mode(c)
+        self.ramp = self._ramp(c)
+        # Per group (the samples of one instance): admitted count and finished stage seconds.
+        self.group: list[str] = []
+        self.admitted: Counter = Counter()
+        self.group_s: dict[str, dict[str, list[float]]] = {}
 
     # state and gates ----------------------------------------------------------------------------------------
     def _set(self, i: int, state: int) -> None:
@@ -495,6 +504,8 @@ class PipelineDispatcher(_BaseDispatcher):
         init_s = self.init_mean.value
         run_s = self.run_estimate()
         if init_s is None or not run_s:
+            if init_s is None:
+                return math.ceil(free * self.ramp)
             return free
         prefetch = math.ceil(self.LOOKAHEAD_MARGIN * self.run_limit * init_s / max(run_s, init_s))
         return free + min(prefetch, self.run_limit)
@@ -517,24 +528,97 @@ class PipelineDispatcher(_BaseDispatcher):
         return c[_INIT] + c[_READY] + self._in_run() < self.run_limit + self.queue_capacity
 
     def _pump(self) -> None:
-        """Grant every stage whose gate is open, downstream first (a grant there may open one upstream)."""
+        """Grant every stage whose gate is open, downstream first (a grant there may open one upstream); each
+        grant goes to the waiter with the smallest :meth:`_order_key`."""
         progress = True
         while progress:
             progress = False
             for gate in ("eval", "evalq", "run", "init"):
-                heap = self.waiters[gate]
-                while heap and self._gate_open(gate):
-                    _, _, fut, i = heapq.heappop(heap)
-                    if fut.done():  # its waiter was cancelled
-                        continue
+                waiting = self.waiters[gate]
+                while waiting and self._gate_open(gate):
+                    waiting[:] = [w for w in waiting if not w[1].done()]  # drop cancelled waiters
+                    if not waiting:
+                        break
+                    best = min(waiting, key=lambda w: self._order_key(gate, w))
+                    waiting.remove(best)
+                    _, fut, i = best
+                    if gate == "init":
+                        self.admitted[self.group[i]] += 1
                     self._set(i, _GRANTS[gate])
                     fut.set_result(True)
                     progress = True
 
+    # grant order --------------------------------------------------------------------------------------------
+    ORDERS = ("fifo", "priority", "group_cost")
+
+    def _order_mode(self, config: Any) -> str:
+        options = getattr(config, "options", None) or {}
+        order = options.get("order")
+        if order is None:
+            return "priority" if self.by_priority else "fifo"
+        if order not in self.ORDERS:
+            raise ConfigError(f"dispatcher.options.order '{order}' is unknown; valid: {', '.join(self.ORDERS)}")
+        return order
+
+    def _ramp(self, config: Any) -> float:
+        options = getattr(config, "options", None) or {}
+        ramp = options.get("ramp", 1.0)
+        if not isinstance(ramp, (int, float)) or ramp < 1:
+            raise ConfigError(f"dispatcher.options.ramp must be a number >= 1, got {ramp!r}")
+        return float(ramp)
+
+    def _order_key(self, gate: str, waiter: tuple) -> tuple:
+        seq, _, i = waiter
+        if self.order == "priority":
+            return (-float(self.trajectories[i].metrics.get("priority", 0.0)), seq)
+        if self.order == "fifo" or gate not in ("init", "run"):
+            return (seq,)
+        g = self.group[i]
+        rank = self.admitted[g] if gate == "init" else 0
+        if not self.run_mean.values:
+            # No run has finished: differences in cost are noise (a fast init, a young run), so go round-robin.
+            return (rank, seq)
+        return (-self.group_cost(g, include_init=gate == "init"), rank, seq)
+
+    def _group_times(self, g: str) -> dict[str, list[float]]:
+        times = self.group_s.get(g)
+        if times is None:
+            times = self.group_s[g] = {"init": [], "run": [], "eval": []}
+        return times
+
+    def group_cost(self, g: str, include_init: bool = True) -> float:
+        """The expected seconds one more sample of group ``g`` (the samples of one instance) costs from now:
+        init (when ``include_init``) + run + eval, learned online from its siblings — no hint needed.
+
+        Samples of one instance share a repository, a test suite and a task, so their costs correlate. Per
+        stage: the mean of the group's finished stages, counting its siblings still in that stage past the
+        mean at their age (right-censored durations, as in :meth:`run_estimate`); a group with none finished
+        is expected to take at least its oldest sibling's age in the stage and at least the batch-wide mean
+        (:meth:`run_estimate` for runs); 0 before anything has finished anywhere.
+        """
+        cost = self.group_stage_s(g, "run") + self.group_stage_s(g, "eval")
+        if include_init:
+            cost += self.group_stage_s(g, "init")
+        return cost
+
+    def group_stage_s(self, g: str, stage: str) -> float:
+        """Expected seconds of ``stage`` for a sample of group ``g`` (see :meth:`group_cost`)."""
+        now = self.monitor.now()  # type: ignore[union-attr]
+        ages = [now - t0 for j, t0 in self.stage_started[stage].items() if self.group[j] == g]
+        done = self._group_times(g)[stage]
+        if done:
+            mean = sum(done) / len(done)
+            longer = [a for a in ages if a > mean]
+            return (sum(done) + sum(longer)) / (len(done) + len(longer))
+        prior = self.run_estimate() if stage == "run" else self.stage_mean[stage].value
+        return max(ages + [prior or 0.0])
+
+    def group_run_s(self, g: str) -> float:
+        return self.group_stage_s(g, "run")
+
     def _enqueue(self, gate: str, i: int, traj: Trajectory) -> asyncio.Future:
         fut = asyncio.get_running_loop().create_future()
-        key = -float(traj.metrics.get("priority", 0.0)) if self.by_priority else 0.0
-        heapq.heappush(self.waiters[gate], (key, next(self.seq), fut, i))
+        self.waiters[gate].append((next(self.seq), fut, i))
         return fut
 
     async def _wait(self, gate: str, i: int, traj: Trajectory, waiting_state: int,
@@ -556,11 +640,11 @@ class PipelineDispatcher(_BaseDispatcher):
 
     def _expire(self) -> None:
         """The batch deadline: every queued trajectory gives up (active stages time out on their own)."""
-        for heap in self.waiters.values():
-            for _, _, fut, _ in heap:
+        for waiting in self.waiters.values():
+            for _, fut, _ in waiting:
                 if not fut.done():
                     fut.set_result(False)
-            heap.clear()
+            waiting.clear()
 
     # auto-mode feedback -------------------------------------------------------------------------------------
     async def _control(self) -> None:
@@ -595,10 +679,13 @@ class PipelineDispatcher(_BaseDispatcher):
                 return
             entered = True
             mon.runtime_started()
-            t0 = mon.now()
-            if not await self._stage(traj, "init", stages.init):
+            t0 = self.stage_started["init"][i] = mon.now()
+            ok = await self._stage(traj, "init", stages.init)
+            del self.stage_started["init"][i]
+            if not ok:
                 return
             self.init_mean.add(mon.now() - t0)
+            self._group_times(self.group[i])["init"].append(mon.now() - t0)
             if not await self._wait("run", i, traj, _READY):
                 return
             t0 = self.run_started[i] = mon.now()
@@ -607,16 +694,23 @@ class PipelineDispatcher(_BaseDispatcher):
             if not ok:
                 return
             self.run_mean.add(mon.now() - t0)
+            self._group_times(self.group[i])["run"].append(mon.now() - t0)
             if not await self._wait("evalq", i, traj, _RUN_DONE):
                 return
             if not await self._wait("eval", i, traj, _EVAL_Q):
                 return
-            await self._stage(traj, "eval", stages.eval)
+            t0 = self.stage_started["eval"][i] = mon.now()
+            ok = await self._stage(traj, "eval", stages.eval)
+            del self.stage_started["eval"][i]
+            if ok:
+                self.eval_mean.add(mon.now() - t0)
+                self._group_times(self.group[i])["eval"].append(mon.now() - t0)
         except asyncio.CancelledError:
             _mark_cancelled(traj)
             raise
         finally:
-            self.run_started.pop(i, None)
+            for started in self.stage_started.values():
+                started.pop(i, None)
             self._set(i, _RELEASE if entered else _DONE)
             self._pump()
             try:
@@ -629,6 +723,8 @@ class PipelineDispatcher(_BaseDispatcher):
     async def dispatch(self, trajectories: list[Trajectory], stages: Stages) -> dict[str, Any]:
         self._start(trajectories)
         self._setup(len(trajectories))
+        self.trajectories = trajectories
+        self.group = [t.group_id or t.instance_id for t in trajectories]
         mon = self.monitor
         assert mon is not None
         mon.waiting["init"] = len(trajectories)

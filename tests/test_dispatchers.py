@@ -29,6 +29,8 @@ VARIANTS = {
     "async_pipeline": dict(type="async_pipeline", max_parallel_agents=8),
     "async_pipeline_auto": dict(type="async_pipeline", max_parallel_agents=8, auto=True),
     "priority": dict(type="priority", max_parallel_agents=8),
+    "async_pipeline_group_cost": dict(type="async_pipeline", max_parallel_agents=8, auto=True,
+                                      options={"order": "group_cost", "ramp": 1.5}),
 }
 
 
@@ -324,6 +326,55 @@ def test_priority_grants_highest_first():
     dispatcher, _ = make("async_pipeline", init_workers=1, run_workers=1, eval_workers=1, queue_capacity=1)
     run_virtual(dispatcher.dispatch(trajs, work.stages()))
     assert work.entered["init"] == list(range(n))
+
+
+@pytest.mark.timeout(60)
+def test_group_cost_order_starts_costliest_group_first():
+    """Hint-free longest-first: samples of one instance (group) cost alike; once a sibling's cost is seen, the
+    remaining samples of the costliest group are admitted before those of the cheap group."""
+    run_s = {"a": 10.0, "c": 100.0}
+    starts: list[str] = []
+
+    async def init(t: Trajectory) -> None:
+        starts.append(f"{t.group_id}{t.sample_index}")
+        await asyncio.sleep(1.0)
+
+    async def run(t: Trajectory) -> None:
+        await asyncio.sleep(run_s[t.group_id])
+
+    async def evaluate(t: Trajectory) -> None:
+        await asyncio.sleep(1.0)
+
+    async def release(t: Trajectory) -> None:
+        await asyncio.sleep(0.0)
+
+    def order(option: str) -> tuple[list[str], dict]:
+        starts.clear()
+        trajs = [Trajectory(instance_id=g, sample_index=k, task="t", group_id=g) for g in "ac" for k in range(4)]
+        cfg = DispatcherConfig(type="async_pipeline", max_parallel_agents=2, queue_capacity=0,
+                               options={"order": option})
+        metrics = run_virtual(BUILTIN_DISPATCHERS[cfg.type](cfg, None).dispatch(
+            trajs, Stages(init=init, run=run, eval=evaluate, release=release)))
+        return list(starts), metrics
+
+    fifo, _ = order("fifo")
+    assert fifo == ["a0", "a1", "a2", "a3", "c0", "c1", "c2", "c3"]
+    grouped, metrics = order("group_cost")
+    # round-robin while nothing has finished (a0, c0), a tie at t = 11 s (a1: a0 ran 10 s, c0 is 10 s old), then
+    # c's run has outlived a's: every remaining c sample starts before the last two a samples
+    assert grouped == ["a0", "c0", "a1", "c1", "c2", "c3", "a2", "a3"]
+    assert metrics["n_ok"] == 8 and metrics["runtime_starts"] == metrics["runtime_releases"] == 8
+
+
+def test_pipeline_rejects_bad_order_options():
+    from skyrl_core.errors import ConfigError
+
+    for options, culprit in (({"order": "lifo"}, "dispatcher.options.order"),
+                             ({"ramp": 0.5}, "dispatcher.options.ramp")):
+        cfg = DispatcherConfig(type="async_pipeline", options=options)
+        with pytest.raises(ConfigError, match=culprit):
+            run_virtual(BUILTIN_DISPATCHERS[cfg.type](cfg, None).dispatch(
+                trajectories(2), Workload(2, p_fail=0, p_hang=0, p_slow=0).stages()))
 
 
 @pytest.mark.timeout(30)
