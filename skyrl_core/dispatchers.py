@@ -6,7 +6,8 @@ Built-ins:
 - ``async_batch``: every trajectory at once (``max_runtimes`` still caps runtimes alive when set).
 - ``async_batch_bounded``: at most ``max_parallel_agents`` trajectories in flight, each init -> run -> eval.
 - ``async_pipeline``: the three stages overlap through bounded queues with backpressure; ``auto: true`` sizes
-  admission from engine feedback (spare batch slots) and measured stage times instead of fixed worker counts.
+  admission from engine feedback (spare batch slots) and measured stage times instead of fixed worker counts,
+  and admits the samples of the instances learned to be costliest first (no hint needed).
 - ``priority``: the pipeline, granting every stage to the highest ``trajectory.metrics["priority"]`` first
   (e.g. the expected eval cost: long jobs first cuts the tail).
 
@@ -408,14 +409,24 @@ class PipelineDispatcher(_BaseDispatcher):
     to finish while one init takes place), so a runtime is ready when a slot frees. ``mean_run_s`` counts runs
     still going that are older than the finished runs' mean at their age (short runs finish first); before any
     run has finished it is twice the oldest run's age, and no lookahead is admitted until that run is one
-    mean init old (see :meth:`run_estimate`). Once every
-    trajectory has been admitted, ready runtimes start their run at once. Every mode honours ``max_runtimes``.
+    mean init old (see :meth:`run_estimate`). Before any init has finished, ``options.ramp`` (default 2) times
+    the run slots are admitted: init times vary several-fold, so the fastest inits fill the engine's batch early
+    and the rest become the first lookahead. Once every trajectory has been admitted, ready runtimes start their
+    run at once. Every mode honours ``max_runtimes``.
+
+    Grant order (``options.order``): ``fifo`` (the fixed mode's default), ``priority`` (``metrics["priority"]``,
+    the ``priority`` dispatcher) or ``group_cost`` (the auto mode's default): hint-free longest-first. The
+    samples of one instance (``group_id``) cost alike, so inits and run slots go to the samples of the group
+    expected to cost most from now (:meth:`group_cost`, learned online from finished and still-running
+    siblings); while no run has finished, round-robin over groups (sample k of every group before sample k + 1).
+    Longest-first shortens the makespan tail (LPT scheduling, Graham 1969).
     """
 
     name = "async_pipeline"
     by_priority = False
 
     LOOKAHEAD_MARGIN = 1.25
+    AUTO_RAMP = 2.0
     OCCUPANCY_TARGET = 0.95
 
     def _setup(self, n: int) -> None:
@@ -555,14 +566,14 @@ class PipelineDispatcher(_BaseDispatcher):
         options = getattr(config, "options", None) or {}
         order = options.get("order")
         if order is None:
-            return "priority" if self.by_priority else "fifo"
+            return "priority" if self.by_priority else ("group_cost" if self.auto else "fifo")
         if order not in self.ORDERS:
             raise ConfigError(f"dispatcher.options.order '{order}' is unknown; valid: {', '.join(self.ORDERS)}")
         return order
 
     def _ramp(self, config: Any) -> float:
         options = getattr(config, "options", None) or {}
-        ramp = options.get("ramp", 1.0)
+        ramp = options.get("ramp", self.AUTO_RAMP if self.auto else 1.0)
         if not isinstance(ramp, (int, float)) or ramp < 1:
             raise ConfigError(f"dispatcher.options.ramp must be a number >= 1, got {ramp!r}")
         return float(ramp)

@@ -239,6 +239,9 @@ def check_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             checks.append({"target": f"swe: {name} >= 1.55x faster than async_batch_bounded",
                            "value": round(d[name]["speedup_vs_bounded"], 3),
                            "ok": d[name]["speedup_vs_bounded"] >= 1.55})
+        checks.append({"target": "swe: priority (instance-cost hint) >= 1.55x faster than async_batch_bounded",
+                       "value": round(d["priority"]["speedup_vs_bounded"], 3),
+                       "ok": d["priority"]["speedup_vs_bounded"] >= 1.55})
         ratio = d["async_pipeline_auto"]["wall_s"] / d["async_batch"]["wall_s"]
         checks.append({"target": "swe: async_pipeline_auto wall within 5% of async_batch",
                        "value": round(ratio, 3), "ok": ratio <= 1.05})
