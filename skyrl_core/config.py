@@ -86,7 +86,9 @@ class DispatcherConfig:
     """Rollout scheduling (see docs/dispatchers.md). Timeouts in seconds (None: no limit); ``deadline_s`` bounds
     a whole batch. ``*_workers`` and ``queue_capacity`` size the pipeline; ``auto`` admits new inits from engine
     feedback (re-read every ``auto_interval_s`` seconds); ``max_runtimes`` caps runtimes alive at once;
-    ``release_timeout_s`` bounds one runtime release."""
+    ``release_timeout_s`` bounds one runtime release. ``remember_costs``: the rollout session remembers each
+    instance's measured stage seconds and sets ``trajectory.metrics["priority"]`` from them on later rollouts
+    (what the ``priority`` dispatcher orders by; see skyrl_core/costs.py)."""
 
     type: str = "async_pipeline"
     max_parallel_agents: int = 16
@@ -102,6 +104,7 @@ class DispatcherConfig:
     deadline_s: float | None = None
     release_timeout_s: float | None = 60.0
     auto_interval_s: float = 0.5
+    remember_costs: bool = True
     options: dict[str, Any] = attrs.Factory(dict)
 
 

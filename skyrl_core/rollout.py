@@ -24,6 +24,7 @@ from typing import Any, Callable
 import attrs
 
 from .chat import ChatFormat
+from .costs import StageCostMemory, instance_key, supplied_cost
 from .errors import ConfigError
 from .inference.base import SamplingParams
 from .plugins import get_registry
@@ -70,6 +71,12 @@ class RolloutSession:
 
     ``on_trajectory_done(trajectory)`` (optional, set by callers such as ``skyrl eval``) is called once per
     trajectory when its runtime has been released.
+
+    ``cost_memory`` (:class:`~skyrl_core.costs.StageCostMemory`) remembers each instance's measured stage seconds
+    across rollouts when ``dispatcher.remember_costs`` is on (the default): every rollout sets
+    ``trajectory.metrics["priority"]`` from it before dispatching (an instance's own
+    ``data["expected_cost_s"]`` wins) and records the finished trajectories after. The trainer's checkpoints
+    save it.
     """
 
     def __init__(self, config: Any, engine: Any, registry: Any = None, owns_engine: bool = False) -> None:
@@ -82,6 +89,7 @@ class RolloutSession:
         self.parser = parser() if isinstance(parser, type) else parser
         self._resolved: dict[int, _Resolved] = {}
         self.on_trajectory_done: Callable[[Trajectory], None] | None = None
+        self.cost_memory = StageCostMemory()
         for tc in config.tasks:
             self._resolve(tc)
 
@@ -126,8 +134,16 @@ class RolloutSession:
         trajectories: list[Trajectory] = []
         slots: dict[int, _Slot] = {}
         seen: dict[str, int] = {}
+        cost_keys: list[str] = []
+        supplied: dict[str, float] = {}
+        remember = self.config.dispatcher.remember_costs
         for tc, inst in items:
             resolved = self._resolve(tc)
+            if remember:
+                key = instance_key(tc.name, inst)
+                cost = supplied_cost(inst)
+                if cost is not None:
+                    supplied[key] = cost
             group = f"{tc.name}:{inst.id}"
             seen[group] = seen.get(group, 0) + 1
             if seen[group] > 1:
@@ -135,6 +151,8 @@ class RolloutSession:
             for k in range(n_samples):
                 traj = Trajectory(instance_id=inst.id, sample_index=k, task=tc.name, group_id=group)
                 trajectories.append(traj)
+                if remember:
+                    cost_keys.append(key)
                 slots[id(traj)] = _Slot(resolved=resolved, instance=inst, ctx=ToolContext(instance=inst,
                                                                                           engine=self.engine))
 
@@ -199,8 +217,14 @@ class RolloutSession:
         from .dispatchers import Stages
 
         dispatcher = self.registry.get("dispatchers", cfg.dispatcher.type)(cfg.dispatcher, self.engine.stats)
+        sources = self.cost_memory.assign(trajectories, cost_keys, supplied) if remember else {}
         metrics = await dispatcher.dispatch(trajectories, Stages(init=init, run=run, eval=evaluate,
                                                                   release=release))
+        if remember:
+            # a cancelled dispatch raises past this point: its cut-off stages are not costs worth remembering
+            metrics["costs_recorded"] = self.cost_memory.record_trajectories(trajectories, cost_keys)
+            metrics["costs_remembered_instances"] = len(self.cost_memory)
+            metrics.update({f"priority_from_{source}": n for source, n in sources.items()})
         return trajectories, metrics
 
     async def close(self) -> None:

@@ -83,7 +83,12 @@ def test_bench_dispatch_cli_writes_results_and_png(tmp_path):
     assert "async_pipeline_auto" in result.output
     data = json.loads((tmp_path / "results.json").read_text())
     rows = data["dispatchers"]
-    assert set(rows) == {"async_batch", "async_batch_bounded", "async_pipeline", "async_pipeline_auto", "priority"}
+    assert set(rows) == {"async_batch", "async_batch_bounded", "async_pipeline", "async_pipeline_auto", "priority",
+                         "priority_remembered"}
+    remembered = rows["priority_remembered"]
+    assert remembered["remembered_instances"] == [16] and len(remembered["previous_epoch_wall_s"]) == 1
+    assert remembered["priority_sources"]["memory"] == 128  # every trajectory ordered by what it cost before
+    assert remembered["per_seed_wall_s"] == [remembered["wall_s"]] and remembered["per_seed_peak_runtimes"]
     for row in rows.values():
         for key in ("wall_s", "speedup_vs_bounded", "engine_busy", "mean_occupancy", "peak_runtimes",
                     "runtime_s_per_traj"):
@@ -93,6 +98,44 @@ def test_bench_dispatch_cli_writes_results_and_png(tmp_path):
     assert any(t["target"].startswith("light:") for t in data["targets"])
     png = (tmp_path / "dispatch_timeline.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
+
+
+def test_previous_epoch_keeps_instances_and_redraws_samples():
+    """epoch != 0: the same instances (medians, turn means, parametric priority), fresh per-sample draws;
+    epoch 0 is the workload every variant measures (the ideal-wall pin below guards it)."""
+    swe = PROFILES["swe"]
+    now, before = make_workload(swe, 2), make_workload(swe, 2, epoch=-1)
+    assert len(before) == len(now) == 128
+    assert [s.priority for s in before] == [s.priority for s in now]
+    assert all(a.init_s != b.init_s and a.eval_s != b.eval_s for a, b in zip(before, now))
+    assert [(s.init_s, s.turns) for s in before] == [(s.init_s, s.turns) for s in make_workload(swe, 2, epoch=-1)]
+    # per instance the epochs' sample means agree within the per-sample spread (sigma 0.25 / 0.2, 8 samples)
+    for k in range(swe.instances):
+        a = sum(s.eval_s for s in now[8 * k:8 * k + 8]) / 8
+        b = sum(s.eval_s for s in before[8 * k:8 * k + 8]) / 8
+        assert 0.7 < a / b < 1.4
+
+
+@pytest.mark.timeout(120)
+def test_remembered_priorities_come_from_the_previous_epochs_measurements():
+    from skyrl_core.bench.dispatch import remembered_variants, simulate_remembered
+    from skyrl_core.costs import StageCostMemory
+
+    profile = PROFILES["light"]
+    cfg, previous = remembered_variants(profile)["priority_remembered"]
+    assert cfg.type == "priority" and previous.auto and previous.type == "async_pipeline"
+    m = run_virtual(simulate_remembered(profile, cfg, previous, 0))
+    assert m["remembered_instances"] == 16 and m["priority_sources"]["memory"] == 128
+    assert m["n_ok"] == 128 and m["leaked_runtimes"] == 0 and m["previous_wall_s"] > 0
+    # the previous epoch alone, recorded the same way: its per-instance means are what the measured epoch used
+    memory = StageCostMemory()
+    run_virtual(simulate(profile, previous, 0, epoch=-1, memory=memory))
+    specs = make_workload(profile, 0, epoch=-1)
+    for k in range(profile.instances):
+        means = memory.stage_means(f"sim-light:sim-{k}")
+        assert means["init"] == pytest.approx(sum(s.init_s for s in specs[8 * k:8 * k + 8]) / 8, rel=1e-6)
+        assert means["eval"] == pytest.approx(sum(s.eval_s for s in specs[8 * k:8 * k + 8]) / 8, rel=1e-6)
+        assert memory.count(f"sim-light:sim-{k}") == 8
 
 
 def test_bench_rejects_unknown_profile(tmp_path):

@@ -96,6 +96,10 @@ def dispatch_command(
                           f"{r['mean_occupancy']:.0%}", f"{r['peak_runtimes']:.0f}", f"{r['runtime_s_per_traj']:.0f}",
                           f"{r['trajectories_per_min']:.1f}")
         console.print(table)
+        if n_seeds > 1:
+            for d, r in rows.items():
+                console.print(f"  {d}: per-seed wall s {' / '.join(f'{w:.0f}' for w in r['per_seed_wall_s'])}; "
+                              f"peak runtimes {' / '.join(f'{p:.0f}' for p in r['per_seed_peak_runtimes'])}")
     for check in results["targets"]:
         mark = "[green]met[/green]" if check["ok"] else "[red]missed[/red]"
         console.print(f"{mark}  {check['target']}: {check['value']}")

@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 
 from ..config import DispatcherConfig
+from ..costs import StageCostMemory
 from ..dispatchers import BUILTIN_DISPATCHERS, Stages
 from ..inference.base import SamplingParams
 from ..transitions import Trajectory
@@ -93,6 +94,17 @@ def dispatcher_variants(profile: Profile) -> dict[str, DispatcherConfig]:
     }
 
 
+#: Variants whose priorities come from a :class:`~skyrl_core.costs.StageCostMemory` filled by a simulated
+#: previous epoch (run by the named variant of :func:`dispatcher_variants`) instead of the parametric hint.
+REMEMBERED = {"priority_remembered": ("priority", "async_pipeline_auto")}
+
+
+def remembered_variants(profile: Profile) -> dict[str, tuple[DispatcherConfig, DispatcherConfig]]:
+    """``name -> (measured epoch's config, previous epoch's config)`` for the :data:`REMEMBERED` variants."""
+    base = dispatcher_variants(profile)
+    return {name: (base[measured], base[previous]) for name, (measured, previous) in REMEMBERED.items()}
+
+
 @attrs.define
 class TrajectorySpec:
     """One simulated trajectory: stage durations (seconds) and its turns as (tokens, tool seconds)."""
@@ -103,50 +115,93 @@ class TrajectorySpec:
     priority: float
 
 
-def make_workload(profile: Profile, seed: int) -> list[TrajectorySpec]:
-    """Draw ``instances x samples`` trajectory specs; the same seed gives the same workload."""
-    rng = random.Random(seed)
+@attrs.define(frozen=True)
+class InstanceParams:
+    """One simulated instance: median init and eval seconds, mean turns, and the parametric expected run + eval
+    seconds (``priority``, what the ``priority`` variant is told)."""
+
+    init_med: float
+    eval_med: float
+    turns_mean: float
+    priority: float
+
+
+def _instance_params(profile: Profile, rng: random.Random) -> InstanceParams:
     step_full = profile.step_base_s + profile.step_per_seq_s * profile.capacity
     tokens_mean = profile.tokens_median * math.exp(profile.tokens_sigma ** 2 / 2)
     tool_mean = profile.tool_median_s * math.exp(profile.tool_sigma ** 2 / 2)
+    init_med = rng.lognormvariate(math.log(profile.init_median_s), profile.init_instance_sigma)
+    eval_med = rng.lognormvariate(math.log(profile.eval_median_s), profile.eval_instance_sigma)
+    turns_mean = rng.uniform(profile.turns_min, profile.turns_max)
+    # What a scheduler could know ahead: the instance's typical run + eval cost (e.g. from past epochs).
+    priority = turns_mean * (tokens_mean * step_full + tool_mean) + eval_med
+    return InstanceParams(init_med, eval_med, turns_mean, priority)
+
+
+def _sample_spec(profile: Profile, inst: InstanceParams, rng: random.Random) -> TrajectorySpec:
+    n_turns = max(1, round(inst.turns_mean * rng.uniform(0.7, 1.3)))
+    turns = [(max(1, round(rng.lognormvariate(math.log(profile.tokens_median), profile.tokens_sigma))),
+              rng.lognormvariate(math.log(profile.tool_median_s), profile.tool_sigma))
+             for _ in range(n_turns)]
+    return TrajectorySpec(
+        init_s=inst.init_med * rng.lognormvariate(0.0, profile.init_sample_sigma),
+        turns=turns,
+        eval_s=inst.eval_med * rng.lognormvariate(0.0, profile.eval_sample_sigma),
+        priority=inst.priority,
+    )
+
+
+def make_workload(profile: Profile, seed: int, epoch: int = 0) -> list[TrajectorySpec]:
+    """Draw ``instances x samples`` trajectory specs; the same seed (and epoch) gives the same workload.
+
+    ``epoch`` 0 is the measured batch: instance parameters and per-sample draws come from one stream
+    (``random.Random(seed)``, interleaved), as every variant has always used. Any other ``epoch`` is another
+    pass over the *same* instances (same medians and turn means as epoch 0) with fresh per-sample draws from
+    their own stream (``random.Random(f"{seed}:epoch{epoch}")``), e.g. the previous epoch whose measured stage
+    seconds the ``priority_remembered`` variant remembers.
+    """
+    rng = random.Random(seed)
+    params: list[InstanceParams] = []
     specs = []
     for _ in range(profile.instances):
-        init_med = rng.lognormvariate(math.log(profile.init_median_s), profile.init_instance_sigma)
-        eval_med = rng.lognormvariate(math.log(profile.eval_median_s), profile.eval_instance_sigma)
-        turns_mean = rng.uniform(profile.turns_min, profile.turns_max)
-        # What a scheduler could know ahead: the instance's typical run + eval cost (e.g. from past epochs).
-        priority = turns_mean * (tokens_mean * step_full + tool_mean) + eval_med
+        inst = _instance_params(profile, rng)
+        params.append(inst)
         for _ in range(profile.samples):
-            n_turns = max(1, round(turns_mean * rng.uniform(0.7, 1.3)))
-            turns = [(max(1, round(rng.lognormvariate(math.log(profile.tokens_median), profile.tokens_sigma))),
-                      rng.lognormvariate(math.log(profile.tool_median_s), profile.tool_sigma))
-                     for _ in range(n_turns)]
-            specs.append(TrajectorySpec(
-                init_s=init_med * rng.lognormvariate(0.0, profile.init_sample_sigma),
-                turns=turns,
-                eval_s=eval_med * rng.lognormvariate(0.0, profile.eval_sample_sigma),
-                priority=priority,
-            ))
-    return specs
+            specs.append(_sample_spec(profile, inst, rng))
+    if epoch == 0:
+        return specs
+    sample_rng = random.Random(f"{seed}:epoch{epoch}")
+    return [_sample_spec(profile, inst, sample_rng) for inst in params for _ in range(profile.samples)]
 
 
-async def simulate(profile: Profile, config: DispatcherConfig, seed: int) -> dict[str, Any]:
-    """Run one dispatcher over the profile's workload on the current (virtual-clock) loop.
+async def simulate(profile: Profile, config: DispatcherConfig, seed: int, epoch: int = 0,
+                   memory: StageCostMemory | None = None) -> dict[str, Any]:
+    """Run one dispatcher over the profile's workload (``make_workload(profile, seed, epoch)``) on the current
+    (virtual-clock) loop.
+
+    Priorities: without ``memory``, every trajectory gets its instance's parametric expected run + eval seconds
+    (``TrajectorySpec.priority``). With ``memory``, they come from it as in a real rollout
+    (:meth:`StageCostMemory.assign`: remembered init + run + eval seconds, the mean for an unknown instance,
+    unset when the memory is empty), and afterwards the finished trajectories' measured stage seconds are
+    recorded into it.
 
     Returns the dispatcher's metrics plus ``engine_timeline`` ([(t, requests in flight)]), ``decode_steps``,
-    ``leaked_runtimes`` (starts minus releases, must be 0) and the generation-only seconds per trajectory.
+    ``leaked_runtimes`` (starts minus releases, must be 0), and with ``memory`` the ``priority_sources`` counts.
     """
     import asyncio
 
     engine = StandInEngine(profile.capacity, profile.step_base_s, profile.step_per_seq_s)
-    specs = make_workload(profile, seed)
+    specs = make_workload(profile, seed, epoch)
     trajs = []
     for k, spec in enumerate(specs):
         inst = k // profile.samples
         traj = Trajectory(instance_id=f"sim-{inst}", sample_index=k % profile.samples, task=f"sim-{profile.name}",
                           group_id=f"sim-{inst}")
-        traj.metrics["priority"] = spec.priority
+        if memory is None:
+            traj.metrics["priority"] = spec.priority
         trajs.append(traj)
+    keys = [f"{t.task}:{t.instance_id}" for t in trajs]
+    sources = memory.assign(trajs, keys) if memory is not None else None
     spec_of = {id(t): s for t, s in zip(trajs, specs)}
     ledger = {"started": 0, "released": 0}
 
@@ -176,6 +231,25 @@ async def simulate(profile: Profile, config: DispatcherConfig, seed: int) -> dic
     metrics["engine_timeline"] = engine.timeline
     metrics["decode_steps"] = engine.steps
     metrics["leaked_runtimes"] = ledger["started"] - ledger["released"]
+    if memory is not None:
+        metrics["priority_sources"] = sources
+        metrics["costs_recorded"] = memory.record_trajectories(trajs, keys)
+    return metrics
+
+
+async def simulate_remembered(profile: Profile, config: DispatcherConfig, previous: DispatcherConfig,
+                              seed: int) -> dict[str, Any]:
+    """The ``priority_remembered`` variant for one seed: first a previous epoch of the same instances (same
+    medians and turn means, fresh per-sample draws, ``epoch=-1``) under ``previous``, whose finished
+    trajectories' measured stage seconds fill a fresh :class:`StageCostMemory`; then the measured epoch (the
+    workload every other variant runs) under ``config`` with priorities from that memory. Returns the measured
+    epoch's metrics plus ``previous_wall_s`` and ``remembered_instances``."""
+    memory = StageCostMemory()
+    before = await simulate(profile, previous, seed, epoch=-1, memory=memory)
+    remembered = len(memory)
+    metrics = await simulate(profile, config, seed, memory=memory)
+    metrics["previous_wall_s"] = before["wall_s"]
+    metrics["remembered_instances"] = remembered
     return metrics
 
 
@@ -203,11 +277,17 @@ def run_profile(profile: Profile, seeds: list[int]) -> dict[str, Any]:
     ``per_seed`` walls, and the first seed's timelines (for the plot)."""
     out: dict[str, Any] = {}
     timelines: dict[str, Any] = {}
-    for name, cfg in dispatcher_variants(profile).items():
+    variants: dict[str, tuple[DispatcherConfig, DispatcherConfig | None]] = {
+        name: (cfg, None) for name, cfg in dispatcher_variants(profile).items()}
+    variants.update(remembered_variants(profile))
+    for name, (cfg, previous) in variants.items():
         runs = []
         for seed in seeds:
             t0 = time.perf_counter()
-            m = run_virtual(simulate(profile, cfg, seed))
+            if previous is None:
+                m = run_virtual(simulate(profile, cfg, seed))
+            else:
+                m = run_virtual(simulate_remembered(profile, cfg, previous, seed))
             log.info("%s/%s seed %d: %.0f virtual s in %.2f s", profile.name, name, seed, m["wall_s"],
                      time.perf_counter() - t0)
             runs.append(m)
@@ -218,6 +298,13 @@ def run_profile(profile: Profile, seeds: list[int]) -> dict[str, Any]:
             if values:
                 out[name][key] = sum(values) / len(values)
         out[name]["peak_runtimes_max"] = max(r["peak_runtimes"] for r in runs)
+        out[name]["per_seed_peak_runtimes"] = [r["peak_runtimes"] for r in runs]
+        if previous is not None:
+            out[name]["priorities"] = (f"remembered: init + run + eval seconds measured per instance in a previous "
+                                       f"epoch (fresh sample draws) run by {REMEMBERED[name][1]}")
+            out[name]["previous_epoch_wall_s"] = [r["previous_wall_s"] for r in runs]
+            out[name]["remembered_instances"] = [r["remembered_instances"] for r in runs]
+            out[name]["priority_sources"] = runs[0]["priority_sources"]
         timelines[name] = {"engine": runs[0]["engine_timeline"], "t": runs[0]["timeline"]["t"],
                            "runtimes": runs[0]["timeline"]["runtimes"], "wall_s": runs[0]["wall_s"]}
     bounded = out["async_batch_bounded"]["wall_s"]
@@ -242,6 +329,11 @@ def check_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         checks.append({"target": "swe: priority (instance-cost hint) >= 1.55x faster than async_batch_bounded",
                        "value": round(d["priority"]["speedup_vs_bounded"], 3),
                        "ok": d["priority"]["speedup_vs_bounded"] >= 1.55})
+        if "priority_remembered" in d:
+            checks.append({"target": "swe: priority_remembered (stage costs measured in a previous epoch) >= 1.55x "
+                                     "faster than async_batch_bounded",
+                           "value": round(d["priority_remembered"]["speedup_vs_bounded"], 3),
+                           "ok": d["priority_remembered"]["speedup_vs_bounded"] >= 1.55})
         ratio = d["async_pipeline_auto"]["wall_s"] / d["async_batch"]["wall_s"]
         checks.append({"target": "swe: async_pipeline_auto wall within 5% of async_batch",
                        "value": round(ratio, 3), "ok": ratio <= 1.05})

@@ -153,6 +153,7 @@ class TrainRun:
             position = int(state["cursor"])
             self._saved_step = self.step
             self.records = self.logger.truncate_after(self.step)
+            self._restore_cost_memory(state)
             await self.backend.sync_weights(self.session.engine)
             log.warning("resumed from %s at step %d", existing, self.step)
         else:
@@ -234,11 +235,21 @@ class TrainRun:
             for t in trajectories:
                 f.write(json.dumps(t.to_json(), default=str) + "\n")
 
+    def _restore_cost_memory(self, state: dict[str, Any]) -> None:
+        """Load the session's stage-cost memory (skyrl_core/costs.py) from a checkpoint's state; a checkpoint
+        from before the memory existed has none, and the memory starts empty."""
+        memory = getattr(self.session, "cost_memory", None)
+        if memory is not None:
+            memory.load_state(state.get("stage_costs"))
+
     def checkpoint(self) -> Path | None:
         if self.step == self._saved_step:
             return None
-        path = save_checkpoint(self.ckpt_root, self.step, self.backend,
-                               {"cursor": self._cursor_done, "config": self.config.to_dict()},
+        state: dict[str, Any] = {"cursor": self._cursor_done, "config": self.config.to_dict()}
+        memory = getattr(self.session, "cost_memory", None)
+        if memory is not None:  # the instances' measured stage seconds, so a resumed run keeps its priorities
+            state["stage_costs"] = memory.to_state()
+        path = save_checkpoint(self.ckpt_root, self.step, self.backend, state,
                                keep=self.config.train.keep_checkpoints)
         self._saved_step = self.step
         return path
