@@ -178,6 +178,17 @@ def test_kill_and_resume_gives_the_same_next_step_inputs(tiny_run_config, tmp_pa
     # steps 1-3 cover the 6 instances once (epoch 0), step 4 starts epoch 1
     seen = [i for r in ref[:3] for i in r["instances"]]
     assert len(set(seen)) == 6
+    # stage-cost memory (skyrl_core/costs.py): nothing known at step 1, the mean of known instances for new ones
+    # in steps 2-3, each instance's own measured cost when it comes back in epoch 1; checkpoints carry it
+    assert [r["dispatch/priority_from_unset"] for r in ref] == [4, 0, 0, 0]
+    assert [r["dispatch/priority_from_mean"] for r in ref] == [0, 4, 4, 0]
+    assert [r["dispatch/priority_from_memory"] for r in ref] == [0, 0, 0, 4]
+    assert [r["dispatch/costs_remembered_instances"] for r in ref] == [2, 4, 6, 6]
+    costs = json.loads((straight / "checkpoints" / "step-000004" / "state.json").read_text())["stage_costs"]
+    assert sorted(e["n"] for e in costs["entries"].values()) == [2, 2, 2, 2, 4, 4]
+    # the resumed run restored the 4 instances its step-2 checkpoint remembered
+    assert [r["dispatch/costs_remembered_instances"] for r in resumed] == [2, 4, 6, 6]
+    assert resumed[3]["dispatch/priority_from_memory"] == 4
 
 
 @pytest.mark.slow
