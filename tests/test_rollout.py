@@ -187,7 +187,10 @@ async def test_task_overrides_runtime_verifier_tools_and_a_plugin_dispatcher(reg
     done = []
     session.on_trajectory_done = done.append
     trajs, metrics = await session.rollout(session.load_instances("eval")[:2], n_samples=1)
-    assert metrics == {"dispatcher": "sequential_test", "n_trajectories": 2}
+    # the plugin dispatcher's metrics are passed on, plus the stage-cost memory's counts (skyrl_core/costs.py)
+    assert metrics == {"dispatcher": "sequential_test", "n_trajectories": 2, "costs_recorded": 0,
+                       "costs_remembered_instances": 0, "priority_from_instance": 0, "priority_from_memory": 0,
+                       "priority_from_mean": 0, "priority_from_unset": 2, "priority_from_preset": 0}
     assert [t.finish_reason for t in trajs] == ["error_run", "error_run"]
     assert all("no space left on device" in t.error for t in trajs)
     assert done == trajs
