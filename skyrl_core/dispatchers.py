@@ -9,7 +9,8 @@ Built-ins:
   admission from engine feedback (spare batch slots) and measured stage times instead of fixed worker counts,
   and admits the samples of the instances learned to be costliest first (no hint needed).
 - ``priority``: the pipeline, granting every stage to the highest ``trajectory.metrics["priority"]`` first
-  (e.g. the expected eval cost: long jobs first cuts the tail).
+  (e.g. the expected cost: long jobs first cuts the tail); trajectories without one follow in ``group_cost``
+  order.
 
 Every dispatcher shares the fault handling: an exception or timeout in a stage marks that trajectory failed
 (``error_init`` / ``error_run`` / ``error_eval`` via :meth:`Trajectory.fail`), the batch deadline marks
@@ -415,7 +416,8 @@ class PipelineDispatcher(_BaseDispatcher):
     run at once. Every mode honours ``max_runtimes``.
 
     Grant order (``options.order``): ``fifo`` (the fixed mode's default), ``priority`` (``metrics["priority"]``,
-    the ``priority`` dispatcher) or ``group_cost`` (the auto mode's default): hint-free longest-first. The
+    the ``priority`` dispatcher; trajectories without one after, in ``group_cost`` order) or ``group_cost``
+    (the auto mode's default): hint-free longest-first. The
     samples of one instance (``group_id``) cost alike, so inits and run slots go to the samples of the group
     expected to cost most from now (:meth:`group_cost`, learned online from finished and still-running
     siblings); while no run has finished, round-robin over groups (sample k of every group before sample k + 1).
@@ -579,10 +581,29 @@ class PipelineDispatcher(_BaseDispatcher):
         return float(ramp)
 
     def _order_key(self, gate: str, waiter: tuple) -> tuple:
+        """Sort key of one waiter for ``gate`` (smallest is granted first).
+
+        ``priority`` order: trajectories with a ``metrics["priority"]`` go first, highest first (ties in arrival
+        order); those without one (None or absent: e.g. a run's first epoch, before the rollout session's
+        stage-cost memory knows any instance) follow in :meth:`_group_cost_key` order, the hint-free
+        longest-first the auto mode uses. A priority is the caller's own estimate in its own units, so it is
+        not compared with the learned group costs (seconds); every trajectory in a batch with one is ranked
+        ahead, as if a missing priority were the lowest.
+        """
         seq, _, i = waiter
         if self.order == "priority":
-            return (-float(self.trajectories[i].metrics.get("priority", 0.0)), seq)
-        if self.order == "fifo" or gate not in ("init", "run"):
+            priority = self.trajectories[i].metrics.get("priority")
+            if priority is not None:
+                return (0, -float(priority), seq)
+            return (1, *self._group_cost_key(gate, i, seq))
+        if self.order == "fifo":
+            return (seq,)
+        return self._group_cost_key(gate, i, seq)
+
+    def _group_cost_key(self, gate: str, i: int, seq: int) -> tuple:
+        """The ``group_cost`` order's sort key: inits and run slots to the group expected to cost most from
+        now (:meth:`group_cost`), then the group's least-admitted sample; arrival order at the eval gates."""
+        if gate not in ("init", "run"):
             return (seq,)
         g = self.group[i]
         rank = self.admitted[g] if gate == "init" else 0
@@ -765,7 +786,14 @@ class PipelineDispatcher(_BaseDispatcher):
 
 class PriorityDispatcher(PipelineDispatcher):
     """The pipeline, granting each stage to the trajectory with the highest ``metrics["priority"]`` first
-    (ties in arrival order). Give long jobs (expected run + eval seconds) a high priority to cut the tail."""
+    (ties in arrival order). Give long jobs (expected init + run + eval seconds) a high priority to cut the tail;
+    in a training run the rollout session's stage-cost memory sets it from earlier epochs
+    (:mod:`skyrl_core.costs`).
+
+    Trajectories without a priority (the first epoch, when nothing is remembered yet) go after any with one, in
+    the auto mode's hint-free ``group_cost`` order (learned online from their siblings), so with no priority at
+    all the dispatcher grants exactly what ``async_pipeline`` with ``options.order: group_cost`` would.
+    """
 
     name = "priority"
     by_priority = True

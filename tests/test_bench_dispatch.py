@@ -84,7 +84,12 @@ def test_bench_dispatch_cli_writes_results_and_png(tmp_path):
     data = json.loads((tmp_path / "results.json").read_text())
     rows = data["dispatchers"]
     assert set(rows) == {"async_batch", "async_batch_bounded", "async_pipeline", "async_pipeline_auto", "priority",
-                         "priority_remembered"}
+                         "priority_first_epoch", "priority_remembered"}
+    first = rows["priority_first_epoch"]  # nothing remembered: every priority unset, the group-cost fallback
+    assert first["remembered_instances"] == [0] and first["priority_sources"]["unset"] == 128
+    assert "previous_epoch_wall_s" not in first
+    assert first["per_seed_wall_s"] == rows["async_pipeline_auto"]["per_seed_wall_s"]
+    assert first["per_seed_peak_runtimes"] == rows["async_pipeline_auto"]["per_seed_peak_runtimes"]
     remembered = rows["priority_remembered"]
     assert remembered["remembered_instances"] == [16] and len(remembered["previous_epoch_wall_s"]) == 1
     assert remembered["priority_sources"]["memory"] == 128  # every trajectory ordered by what it cost before

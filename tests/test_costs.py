@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
 
 import pytest
 
@@ -182,7 +183,9 @@ async def test_second_rollout_orders_by_remembered_costs(plugins, tiny_engine):
     INIT_ORDER.clear()
     first, metrics = await session.rollout(items, n_samples=2)
     assert all("priority" not in t.metrics for t in first)  # nothing known yet
-    assert INIT_ORDER == ["quick", "quick", "medium", "medium", "slow", "slow"]  # ties: arrival order
+    # no priority: the dispatcher's group-cost order, round-robin over instances until a run finishes (then the
+    # order follows the measured seconds of this real-clock run, which the test does not pin)
+    assert INIT_ORDER[:2] == ["quick", "medium"] and Counter(INIT_ORDER) == {iid: 2 for iid in DELAYS}
     assert {t.finish_reason for t in first} == {"max_tokens"}  # 2 tokens of a random model: a limit, recorded
     assert metrics["priority_from_unset"] == 6 and metrics["costs_recorded"] == 6
     mem = session.cost_memory

@@ -371,6 +371,88 @@ def test_group_cost_order_starts_costliest_group_first():
     assert metrics["n_ok"] == 8 and metrics["runtime_starts"] == metrics["runtime_releases"] == 8
 
 
+def _starts(cfg: DispatcherConfig, trajs: list[Trajectory], run_s: dict[str, float]) -> dict[str, list[str]]:
+    """Dispatch ``trajs`` (groups with the given run seconds; 1 s inits and evals) and return the order in which
+    they entered init and run, as ``<group><sample>`` labels."""
+    entered: dict[str, list[str]] = {"init": [], "run": []}
+
+    async def init(t: Trajectory) -> None:
+        entered["init"].append(f"{t.group_id}{t.sample_index}")
+        await asyncio.sleep(1.0)
+
+    async def run(t: Trajectory) -> None:
+        entered["run"].append(f"{t.group_id}{t.sample_index}")
+        await asyncio.sleep(run_s[t.group_id])
+
+    async def evaluate(t: Trajectory) -> None:
+        await asyncio.sleep(1.0)
+
+    async def release(t: Trajectory) -> None:
+        await asyncio.sleep(0.0)
+
+    metrics = run_virtual(BUILTIN_DISPATCHERS[cfg.type](cfg, None).dispatch(
+        trajs, Stages(init=init, run=run, eval=evaluate, release=release)))
+    assert metrics["n_ok"] == len(trajs) and metrics["runtime_starts"] == metrics["runtime_releases"] == len(trajs)
+    return entered
+
+
+def _groups(names: str, samples: int = 4) -> list[Trajectory]:
+    return [Trajectory(instance_id=g, sample_index=k, task="t", group_id=g) for g in names for k in range(samples)]
+
+
+@pytest.mark.timeout(60)
+def test_priority_without_priorities_uses_the_group_cost_order():
+    """A run's first epoch: the stage-cost memory knows nothing, every priority is unset, and the priority
+    dispatcher grants inits and run slots exactly as the hint-free group-cost order does (not arrival order)."""
+    run_s = {"a": 10.0, "c": 100.0}
+    fixed = dict(max_parallel_agents=2, queue_capacity=0)
+    grouped = _starts(DispatcherConfig(type="async_pipeline", options={"order": "group_cost"}, **fixed),
+                      _groups("ac"), run_s)
+    first_epoch = _starts(DispatcherConfig(type="priority", **fixed), _groups("ac"), run_s)
+    assert first_epoch == grouped
+    # the same hand-checked order as test_group_cost_order_starts_costliest_group_first (arrival order would be
+    # a0 a1 a2 a3 c0 ...)
+    assert first_epoch["init"] == ["a0", "c0", "a1", "c1", "c2", "c3", "a2", "a3"]
+    # auto mode (what the bench and a real run use): identical to the auto pipeline, init and run, with three
+    # groups so that the learned costs reorder the tail
+    run_s["b"] = 40.0
+    auto = dict(max_parallel_agents=2, auto=True)
+    pipeline = _starts(DispatcherConfig(type="async_pipeline", **auto), _groups("abc"), run_s)
+    priority = _starts(DispatcherConfig(type="priority", **auto), _groups("abc"), run_s)
+    assert priority == pipeline
+    assert pipeline["init"] != [f"{g}{k}" for g in "abc" for k in range(4)]
+    # None counts as unset (a caller clearing a priority)
+    trajs = _groups("abc")
+    for t in trajs:
+        t.metrics["priority"] = None
+    assert _starts(DispatcherConfig(type="priority", **auto), trajs, run_s) == pipeline
+
+
+@pytest.mark.timeout(60)
+def test_priority_order_wins_over_learned_group_costs():
+    """With priorities set, they decide, even against what the siblings' measured costs say; in a mixed batch
+    the trajectories with a priority go first (highest first) and the rest follow in group-cost order."""
+    run_s = {"a": 10.0, "c": 100.0}
+    fixed = dict(type="priority", max_parallel_agents=2, queue_capacity=0)
+    trajs = _groups("ac")
+    for t in trajs:  # the cheap group marked costly: the hint wins over the learned order
+        t.metrics["priority"] = {"a": 50.0, "c": 5.0}[t.group_id] - t.sample_index
+    assert _starts(DispatcherConfig(**fixed), trajs, run_s)["init"] == [
+        "a0", "a1", "a2", "a3", "c0", "c1", "c2", "c3"]
+    # mixed: group p carries priorities (p1 highest); groups a and c have none and come after, round-robin
+    # first (nothing has finished when they are admitted) and then c, whose runs outlast a's, before a's tail
+    run_s["p"] = 1.0
+    trajs = _groups("acp", samples=3)
+    for t in trajs:
+        if t.group_id == "p":
+            t.metrics["priority"] = [1.0, 3.0, 2.0][t.sample_index]
+    starts = _starts(DispatcherConfig(**fixed), trajs, run_s)
+    assert starts["init"] == ["p1", "p2", "p0", "a0", "c0", "a1", "c1", "c2", "a2"]
+    # the same batch without priorities: group-cost order throughout (p's 1 s runs: its tail goes last)
+    assert _starts(DispatcherConfig(**fixed), _groups("acp", samples=3), run_s)["init"] == [
+        "a0", "c0", "p0", "c1", "c2", "a1", "a2", "p1", "p2"]
+
+
 def test_pipeline_rejects_bad_order_options():
     from skyrl_core.errors import ConfigError
 

@@ -94,15 +94,22 @@ def dispatcher_variants(profile: Profile) -> dict[str, DispatcherConfig]:
     }
 
 
-#: Variants whose priorities come from a :class:`~skyrl_core.costs.StageCostMemory` filled by a simulated
-#: previous epoch (run by the named variant of :func:`dispatcher_variants`) instead of the parametric hint.
-REMEMBERED = {"priority_remembered": ("priority", "async_pipeline_auto")}
+#: Variants whose priorities come from a :class:`~skyrl_core.costs.StageCostMemory`, as in a real run, instead of
+#: the parametric hint: ``name -> (measured variant, previous-epoch variant or None)`` (names of
+#: :func:`dispatcher_variants`). ``priority_first_epoch``: a run's first epoch, the memory still empty, so every
+#: priority is unset. ``priority_remembered``: the memory filled by a simulated previous epoch.
+REMEMBERED: dict[str, tuple[str, str | None]] = {
+    "priority_first_epoch": ("priority", None),
+    "priority_remembered": ("priority", "async_pipeline_auto"),
+}
 
 
-def remembered_variants(profile: Profile) -> dict[str, tuple[DispatcherConfig, DispatcherConfig]]:
-    """``name -> (measured epoch's config, previous epoch's config)`` for the :data:`REMEMBERED` variants."""
+def remembered_variants(profile: Profile) -> dict[str, tuple[DispatcherConfig, DispatcherConfig | None]]:
+    """``name -> (measured epoch's config, previous epoch's config or None)`` for the :data:`REMEMBERED`
+    variants."""
     base = dispatcher_variants(profile)
-    return {name: (base[measured], base[previous]) for name, (measured, previous) in REMEMBERED.items()}
+    return {name: (base[measured], base[previous] if previous else None)
+            for name, (measured, previous) in REMEMBERED.items()}
 
 
 @attrs.define
@@ -237,18 +244,21 @@ async def simulate(profile: Profile, config: DispatcherConfig, seed: int, epoch:
     return metrics
 
 
-async def simulate_remembered(profile: Profile, config: DispatcherConfig, previous: DispatcherConfig,
+async def simulate_remembered(profile: Profile, config: DispatcherConfig, previous: DispatcherConfig | None,
                               seed: int) -> dict[str, Any]:
-    """The ``priority_remembered`` variant for one seed: first a previous epoch of the same instances (same
-    medians and turn means, fresh per-sample draws, ``epoch=-1``) under ``previous``, whose finished
-    trajectories' measured stage seconds fill a fresh :class:`StageCostMemory`; then the measured epoch (the
-    workload every other variant runs) under ``config`` with priorities from that memory. Returns the measured
-    epoch's metrics plus ``previous_wall_s`` and ``remembered_instances``."""
+    """A :data:`REMEMBERED` variant for one seed, priorities from a fresh :class:`StageCostMemory` as in a real
+    run. With ``previous`` (``priority_remembered``), first a previous epoch of the same instances (same medians
+    and turn means, fresh per-sample draws, ``epoch=-1``) runs under it and its finished trajectories' measured
+    stage seconds fill the memory; without (``priority_first_epoch``), the memory stays empty, so every priority
+    is unset. Then the measured epoch (the workload every other variant runs) runs under ``config`` with
+    priorities from the memory. Returns the measured epoch's metrics plus ``remembered_instances`` and, with
+    ``previous``, ``previous_wall_s``."""
     memory = StageCostMemory()
-    before = await simulate(profile, previous, seed, epoch=-1, memory=memory)
+    before = await simulate(profile, previous, seed, epoch=-1, memory=memory) if previous is not None else None
     remembered = len(memory)
     metrics = await simulate(profile, config, seed, memory=memory)
-    metrics["previous_wall_s"] = before["wall_s"]
+    if before is not None:
+        metrics["previous_wall_s"] = before["wall_s"]
     metrics["remembered_instances"] = remembered
     return metrics
 
@@ -277,14 +287,16 @@ def run_profile(profile: Profile, seeds: list[int]) -> dict[str, Any]:
     ``per_seed`` walls, and the first seed's timelines (for the plot)."""
     out: dict[str, Any] = {}
     timelines: dict[str, Any] = {}
-    variants: dict[str, tuple[DispatcherConfig, DispatcherConfig | None]] = {
-        name: (cfg, None) for name, cfg in dispatcher_variants(profile).items()}
-    variants.update(remembered_variants(profile))
-    for name, (cfg, previous) in variants.items():
+    # name -> (config, uses a stage-cost memory, previous epoch's config)
+    variants: dict[str, tuple[DispatcherConfig, bool, DispatcherConfig | None]] = {
+        name: (cfg, False, None) for name, cfg in dispatcher_variants(profile).items()}
+    variants.update({name: (cfg, True, previous)
+                     for name, (cfg, previous) in remembered_variants(profile).items()})
+    for name, (cfg, with_memory, previous) in variants.items():
         runs = []
         for seed in seeds:
             t0 = time.perf_counter()
-            if previous is None:
+            if not with_memory:
                 m = run_virtual(simulate(profile, cfg, seed))
             else:
                 m = run_virtual(simulate_remembered(profile, cfg, previous, seed))
@@ -303,6 +315,10 @@ def run_profile(profile: Profile, seeds: list[int]) -> dict[str, Any]:
             out[name]["priorities"] = (f"remembered: init + run + eval seconds measured per instance in a previous "
                                        f"epoch (fresh sample draws) run by {REMEMBERED[name][1]}")
             out[name]["previous_epoch_wall_s"] = [r["previous_wall_s"] for r in runs]
+        elif with_memory:
+            out[name]["priorities"] = ("unset: a run's first epoch, the stage-cost memory is empty, so the priority "
+                                       "dispatcher orders by its hint-free group-cost fallback")
+        if with_memory:
             out[name]["remembered_instances"] = [r["remembered_instances"] for r in runs]
             out[name]["priority_sources"] = runs[0]["priority_sources"]
         timelines[name] = {"engine": runs[0]["engine_timeline"], "t": runs[0]["timeline"]["t"],
@@ -334,6 +350,14 @@ def check_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                                      "faster than async_batch_bounded",
                            "value": round(d["priority_remembered"]["speedup_vs_bounded"], 3),
                            "ok": d["priority_remembered"]["speedup_vs_bounded"] >= 1.55})
+        if "priority_first_epoch" in d:
+            # Not an issue target: the priority dispatcher must not cost a run's first epoch anything against the
+            # hint-free auto pipeline (with every priority unset it grants in the same group-cost order).
+            first, auto = d["priority_first_epoch"], d["async_pipeline_auto"]
+            checks.append({"target": "swe: priority_first_epoch (nothing remembered) no slower than "
+                                     "async_pipeline_auto on any seed",
+                           "value": round(first["wall_s"] / auto["wall_s"], 3), "ok": all(
+                               w <= a + 1e-9 for w, a in zip(first["per_seed_wall_s"], auto["per_seed_wall_s"]))})
         ratio = d["async_pipeline_auto"]["wall_s"] / d["async_batch"]["wall_s"]
         checks.append({"target": "swe: async_pipeline_auto wall within 5% of async_batch",
                        "value": round(ratio, 3), "ok": ratio <= 1.05})
