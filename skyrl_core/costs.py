@@ -118,8 +118,8 @@ class StageCostMemory:
         In order: the instance's own cost (``supplied[key]``, e.g. from ``instance.data["expected_cost_s"]``),
         the remembered :meth:`expected` cost, and for an instance never seen the mean over remembered instances
         (:meth:`mean_expected`), so it is neither rushed nor starved. With nothing remembered and nothing
-        supplied the priority stays unset; the ``priority`` dispatcher counts a missing priority as 0, so
-        trajectories without one go after those with one and, among themselves, in arrival order.
+        supplied the priority stays unset; the ``priority`` dispatcher runs trajectories without one after those
+        with one and, among themselves, in the auto pipeline's hint-free group-cost order.
 
         Returns counts by source: ``instance``, ``memory``, ``mean``, ``unset`` (left unset) and ``preset``
         (already set by someone else, left alone).
