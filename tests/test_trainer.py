@@ -265,3 +265,31 @@ async def test_weights_are_pushed_to_an_engine_with_its_own_copy(tiny_engine_dir
             assert torch.equal(engine.model.state_dict()[name], tensor), name
     finally:
         await engine.close()
+
+
+@pytest.mark.parametrize("temperature", [0.7, 1.0])
+async def test_trainer_logprobs_are_the_sampling_policys(tiny_engine_dir, temperature):
+    """On-policy means the trainer scores a rollout's tokens with the distribution they were sampled from:
+    at T=0.7 the engine's logprobs are log softmax(logits / 0.7), and so are the trainer's."""
+    from skyrl_core.inference.base import SamplingParams
+    from skyrl_core.inference.hf import HFEngine
+
+    engine = HFEngine(model=tiny_engine_dir, max_batch=2, device="cpu")
+    try:
+        config = make_config(tiny_engine_dir)
+        config.sampling.temperature = temperature
+        backend = LocalBackend(config, engine)
+        prompt = [5, 6, 7, 8]
+        out = await engine.generate(prompt, SamplingParams(temperature=temperature, max_tokens=12, seed=3,
+                                                           logprobs=True))
+        datum = Datum(prompt_ids=prompt, response_ids=list(out.output_ids), response_mask=[1] * len(out.output_ids),
+                      rollout_logprobs=list(out.output_logprobs), reward=1.0, advantage=0.0, trajectory_id="t",
+                      group_id="g", is_last_step=True)
+        trainer_lps = backend.compute_logprobs([datum])[0]
+        assert len(trainer_lps) == len(out.output_ids) >= 2
+        assert trainer_lps == pytest.approx(list(out.output_logprobs), abs=1e-4)
+        if temperature != 1.0:  # and they are not the T=1 logprobs
+            backend.temperature = 1.0
+            assert backend.compute_logprobs([datum])[0] != pytest.approx(list(out.output_logprobs), abs=1e-3)
+    finally:
+        await engine.close()

@@ -77,6 +77,12 @@ class LocalBackend(Backend):
             device = "cuda" if torch.cuda.is_available() else "cpu"
             self.model = load_causal_lm(config.model, device=device, dtype="float32")
         self.shared = shared
+        # The policy trained is the one rollouts sampled from: logits / sampling.temperature (as the engines
+        # compute their logprobs). Without this a run sampling at T=0.7 would optimise the T=1 distribution and
+        # its ratios to the rollout logprobs would not be 1 even exactly on-policy. Top-p/top-k truncation is
+        # not applied (the usual practice; see docs/training.md).
+        temperature = float(getattr(getattr(config, "sampling", None), "temperature", 1.0) or 0.0)
+        self.temperature = temperature if temperature > 0 else 1.0
         self.device = next(self.model.parameters()).device
         if bc.bf16 == "on":
             self.autocast_dtype: torch.dtype | None = torch.bfloat16
@@ -160,15 +166,16 @@ class LocalBackend(Backend):
         return {k: v.to(self.device) for k, v in out.items()}
 
     def _logits(self, model: torch.nn.Module, mb: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Logits predicting the response tokens: [rows, resp, vocab]. Only the last resp+1 positions go
-        through the LM head (the prompt's logits are never needed)."""
+        """Logits predicting the response tokens, divided by the rollout temperature: [rows, resp, vocab]. Only
+        the last resp+1 positions go through the LM head (the prompt's logits are never needed)."""
         resp = mb["targets"].shape[1]
         ctx = (torch.autocast(self.device.type, dtype=self.autocast_dtype) if self.autocast_dtype is not None
                else contextlib.nullcontext())
         with ctx:
             out = model(input_ids=mb["input_ids"], attention_mask=mb["attention_mask"],
                         position_ids=mb["position_ids"], logits_to_keep=resp + 1, use_cache=False)
-        return out.logits[:, :-1, :]
+        logits = out.logits[:, :-1, :]
+        return logits / self.temperature if self.temperature != 1.0 else logits
 
     @staticmethod
     def _token_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
