@@ -8,12 +8,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from skyrl_core.parsers import (HermesParser, JsonParser, JSONRepairError, OpenAIParser, ParseResult,
+from skyrl_core.parsers import (CodeBlockParser, HermesParser, JsonParser, JSONRepairError, OpenAIParser, ParseResult,
                                 format_tool_call, loads_tolerant, split_reasoning)
 
 hermes = HermesParser()
 json_parser = JsonParser()
 openai_parser = OpenAIParser()
+codeblock = CodeBlockParser()
 
 CODE = 'x = 48 / 2\nprint("half:", x)\nprint(\'done\')'
 
@@ -174,7 +175,7 @@ def test_loads_tolerant():
 
 def test_registered_by_name(plugins):
     registry = plugins.registry
-    assert registry.names("parsers") == ["hermes", "json", "openai"]
+    assert registry.names("parsers") == ["codeblock", "hermes", "json", "openai"]
     assert isinstance(registry.get("parsers", "hermes"), HermesParser)
     assert registry.get("parsers", "openai").name == "openai"
 
@@ -187,7 +188,7 @@ json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=
     st.text(max_size=10), inner, max_size=4), max_leaves=20)
 json_args = st.dictionaries(st.text(max_size=12), json_values, max_size=5)
 tool_names = st.from_regex(r"[a-z][a-z0-9_]{0,15}", fullmatch=True)
-FRAGMENTS = ["<tool_call>", "</tool_call>", "<think>", "</think>", "{", "}", "[", "]", '"', "'", ":", ",", "\\",
+FRAGMENTS = ["```python\n", "```bash\n", "<tool_call>", "</tool_call>", "<think>", "</think>", "{", "}", "[", "]", '"', "'", ":", ",", "\\",
              '"name"', '"arguments"', '"function"', '"tool"', "True", "null", "```json\n", "```", "\n", " "]
 fragment_text = st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=8), max_size=40).map("".join)
 # Prose that cannot itself contain a call or a tag.
@@ -199,7 +200,7 @@ FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCh
 
 @FUZZ
 @given(text=fragment_text | st.text(max_size=200), finish_reason=st.sampled_from(["stop", "length"]),
-       parser=st.sampled_from([hermes, json_parser, openai_parser]))
+       parser=st.sampled_from([hermes, json_parser, openai_parser, codeblock]))
 def test_parse_never_raises(text, finish_reason, parser):
     result = parser.parse(text, finish_reason)
     assert isinstance(result, ParseResult)
@@ -252,3 +253,80 @@ def test_deep_nesting_never_raises(depth, finish_reason, data):
         assert len(result.calls) == 1
     elif finish_reason == "length":
         assert result.calls == []
+
+
+# ---------------------------------------------------------------------------------------------------- codeblock
+
+CODEBLOCK_CASES = [
+    # (text, finish_reason, calls, content, truncated) -- the shapes SmolLM2-135M writes
+    ("To calculate it:\n```python\nprint(0.8-0.5)\n```\n", "stop", [("python", {"code": "print(0.8-0.5)"})],
+     "To calculate it:", False),
+    ("```python\nx = 2 * 100\nprint(x)\n```", "stop", [("python", {"code": "x = 2 * 100\nprint(x)"})], "", False),
+    ("```py\nprint(1)\n```\n```bash\nls -la\n```", "stop",
+     [("python", {"code": "print(1)"}), ("bash", {"command": "ls -la"})], "", False),
+    ("```python print(2)``` then", "stop", [("python", {"code": "print(2)"})], "then", False),
+    ("Cut: ```python\ndef f(:\n    return", "length", [], "Cut:", True),  # never run a half-written block
+    ("Ended: ```python\nprint(3)", "stop", [("python", {"code": "print(3)"})], "Ended:", False),
+    ("```text\nhello\n``` and ```\nplain\n```", "stop", [], "```text\nhello\n```\nand ```\nplain\n```", False),
+    ("The answer is 84.", "stop", [], "The answer is 84.", False),
+    ("```python\n\n```", "stop", [], "", False),  # an empty block is no call
+    ('```python\nprint(5)\n```\n<tool_call>{"name": "finish", "arguments": {"answer": 5}}</tool_call>', "stop",
+     [("python", {"code": "print(5)"}), ("finish", {"answer": 5})], "", False),
+    ('{"name": "finish", "arguments": {"answer": 5}}', "stop", [], '{"name": "finish", "arguments": {"answer": 5}}',
+     False),  # bare JSON is prose here: code and data would be misread as calls
+]
+
+
+@pytest.mark.parametrize("text,finish_reason,calls,content,truncated", CODEBLOCK_CASES)
+def test_codeblock_table(text, finish_reason, calls, content, truncated):
+    result = codeblock.parse(text, finish_reason)
+    assert [(c.name, c.arguments) for c in result.calls] == calls
+    assert [c.id for c in result.calls] == [f"call_{i}" for i in range(len(calls))]
+    assert result.content == content
+    assert result.truncated == truncated
+    assert bool(result.errors) == truncated
+
+
+def test_codeblock_formats_prompts_and_stops():
+    assert codeblock.format_call("python", {"code": "print(1)"}) == "```python\nprint(1)\n```"
+    tag = codeblock.format_call("finish", {"answer": 3})
+    assert tag.startswith("<tool_call>") and json.loads(tag.split("\n")[1]) == {"name": "finish",
+                                                                                "arguments": {"answer": 3}}
+    schemas = [{"type": "function", "function": {"name": "python", "description": "Run code.",
+                                                 "parameters": {"type": "object"}}},
+               {"type": "function", "function": {"name": "finish", "description": "Done.", "parameters": {
+                   "type": "object", "properties": {"answer": {"type": "string", "description": "the answer"}},
+                   "required": ["answer"]}}}]
+    prompt = codeblock.tools_prompt(schemas)
+    assert "write a ```python code block" in prompt and '"name": "finish"' in prompt
+    assert "<the answer>" in prompt  # the tagged tool's example call, from its schema
+    assert codeblock.tools_prompt(schemas[:1]).count("<tool_call>") == 0
+    # the stop string ends a turn at a closing fence but never at an opening one
+    assert "```\n" in "```python\nprint(1)\n```\n" and "```\n" not in "Let me compute:\n```python\n"
+    assert codeblock.stop == ("```\n",)
+    only_sh = CodeBlockParser({"sh": ("shell", "cmd")})
+    assert [(c.name, c.arguments) for c in only_sh.parse("```sh\necho hi\n```\n```python\nx\n```").calls] == [
+        ("shell", {"cmd": "echo hi"})]
+
+
+code_text = st.text(alphabet=st.characters(blacklist_characters="`", blacklist_categories=("Cs",)),
+                    max_size=60).filter(lambda t: t.strip("\n").strip())
+
+
+@FUZZ
+@given(code=code_text, before=prose, after=prose)
+def test_codeblock_round_trip(code, before, after):
+    code = code.strip("\n")
+    text = f"{before}\n{codeblock.format_call('python', {'code': code})}\n{after}"
+    result = codeblock.parse(text)
+    assert [(c.name, c.arguments) for c in result.calls] == [("python", {"code": code})]
+    assert not result.errors
+
+
+@FUZZ
+@given(code=code_text, before=prose, data=st.data())
+def test_codeblock_cut_off_is_never_executed(code, before, data):
+    text = f"{before} ```python\n{code}\n```"
+    cut = data.draw(st.integers(len(before) + 1, len(text) - 1), label="cut")
+    result = codeblock.parse(text[:cut], "length")
+    assert result.calls == []

@@ -1,9 +1,10 @@
-"""Built-in tool-call parsers: ``hermes`` (the default), ``json`` and ``openai`` (see skyrl_core.parsers)."""
+"""Built-in tool-call parsers: ``hermes`` (the default), ``json``, ``openai`` and ``codeblock`` (see
+skyrl_core.parsers)."""
 
 from __future__ import annotations
 
 from ..hookspecs import hookimpl
-from ..parsers import HermesParser, JsonParser, OpenAIParser
+from ..parsers import CodeBlockParser, HermesParser, JsonParser, OpenAIParser
 
 
 @hookimpl(trylast=True)
@@ -11,3 +12,4 @@ def register_parsers(register):
     register(HermesParser(), name="hermes")
     register(JsonParser(), name="json")
     register(OpenAIParser(), name="openai")
+    register(CodeBlockParser(), name="codeblock")
