@@ -69,11 +69,61 @@ class EngineReturnedNothing(RuntimeError):
     """The engine's generate returned None or an object without output ids."""
 
 
-def _call_text(call_json: str, parser_name: str) -> str:
-    """A call written the way ``parser_name`` reads calls."""
-    if parser_name in ("json",):
+def _call_text(call_json: str, parser: Any) -> str:
+    """A call (JSON ``{"name", "arguments"}``) written the way ``parser`` reads calls: its ``format_call``
+    when it has one, else bare JSON for ``json`` and a ``<tool_call>`` tag otherwise."""
+    fmt = getattr(parser, "format_call", None)
+    if fmt is not None:
+        call = json.loads(call_json)
+        return fmt(call["name"], call.get("arguments") or {})
+    if getattr(parser, "name", None) == "json":
         return call_json
     return f"<tool_call>\n{call_json}\n</tool_call>"
+
+
+def _render_demonstrations(messages: list[dict], parser: Any, chat: ChatFormat, native_tools: bool) -> list[dict]:
+    """Instruction-builder messages with worked examples (few-shot demonstrations) written for this run.
+
+    A demonstration is given in OpenAI chat format: an assistant message with ``tool_calls`` (``function.name``,
+    ``function.arguments`` as a JSON string or object) and ``tool`` messages with the results. Where the chat
+    template renders tool calls itself (``native_tools``) they are passed on; otherwise each call is written into
+    the assistant's content the way ``parser`` reads calls (its ``format_call``, or a ``<tool_call>`` tag), so
+    the example teaches the format the parser will read. ``tool`` messages take the template's observation role.
+    Raises ValueError naming the message when a demonstrated call has no name or unreadable arguments.
+    """
+    out = []
+    for k, msg in enumerate(messages):
+        msg = dict(msg)
+        if msg.get("role") == "assistant" and msg.get("tool_calls") and not native_tools:
+            parts = [msg.get("content") or ""]
+            for call in msg.pop("tool_calls"):
+                fn = call.get("function", call) if isinstance(call, dict) else {}
+                name, args = fn.get("name"), fn.get("arguments", {})
+                if isinstance(args, str):
+                    try:
+                        args = json.loads(args)
+                    except json.JSONDecodeError as exc:
+                        raise ValueError(f"instruction message {k}: tool call arguments are not JSON: {exc}") from None
+                if not name or not isinstance(args, dict):
+                    raise ValueError(f"instruction message {k}: a demonstrated tool call needs a 'name' and an "
+                                     f"arguments object, got {call!r}")
+                parts.append(_call_text(json.dumps({"name": name, "arguments": args}), parser))
+            msg["content"] = "\n".join(p for p in parts if p)
+        elif msg.get("role") == "tool" and chat.observation_role != "tool":
+            msg["role"] = chat.observation_role
+            msg.pop("tool_call_id", None)
+        out.append(msg)
+    return out
+
+
+def _with_system_text(messages: list[dict], text: str) -> list[dict]:
+    """``messages`` with ``text`` appended to the system message (one is inserted when there is none)."""
+    messages = [dict(m) for m in messages]
+    if messages and messages[0].get("role") == "system":
+        messages[0]["content"] = f"{messages[0].get('content') or ''}\n\n{text}".lstrip()
+    else:
+        messages.insert(0, {"role": "system", "content": text})
+    return messages
 
 
 @attrs.define
@@ -99,10 +149,23 @@ async def run_agent(trajectory: Trajectory, *, engine: Any, tools: dict[str, Too
     """
     cfg = agent_config
     recorder = TransitionRecorder(engine, trajectory.transitions)
-    schemas = [t.schema() for t in tools.values()]
+    all_schemas = [t.schema() for t in tools.values()]
     example_tool = _preferred_example_tool(tools)
-    messages = chat.prepare(trajectory.messages, schemas,
-                            example_call=example_tool.example_call() if example_tool else None)
+    tools_prompt = getattr(parser, "tools_prompt", None)
+    # A parser with its own call format describes the tools itself; the template then renders none (its
+    # built-in tool instructions would teach a different format).
+    schemas = [] if tools_prompt is not None else all_schemas
+
+    def prepare(msgs: list[dict]) -> list[dict]:
+        msgs = _render_demonstrations(msgs, parser, chat, native_tools=bool(schemas) and chat.tools_in_template)
+        if tools_prompt is not None:
+            return _with_system_text(msgs, tools_prompt(all_schemas)) if all_schemas else [dict(m) for m in msgs]
+        return chat.prepare(msgs, schemas, example_call=example_tool.example_call() if example_tool else None)
+
+    parser_stop = tuple(s for s in getattr(parser, "stop", ()) if s not in sampling.stop)
+    if parser_stop:
+        sampling = attrs.evolve(sampling, stop=tuple(sampling.stop) + parser_stop)
+    messages = prepare(trajectory.messages)
     trajectory.messages[:] = messages
     ctx.state.messages = [dict(m) for m in messages]
     ctx.store.setdefault("_tool_timeout_s", cfg.tool_timeout_s)
@@ -214,8 +277,7 @@ async def run_agent(trajectory: Trajectory, *, engine: Any, tools: dict[str, Too
             if hints and reset:
                 reset[-1]["content"] = f"{reset[-1].get('content') or ''}\n\n[{' '.join(hints)}]"
             trajectory.messages.extend([{**m, "context_reset": True} if i == 0 else m for i, m in enumerate(reset)])
-            ctx.state.messages = chat.prepare(reset, schemas,
-                                              example_call=example_tool.example_call() if example_tool else None)
+            ctx.state.messages = prepare(reset)
             recorder.new_context = True
             t0 = time.perf_counter()
             state.ids = await asyncio.to_thread(chat.start, ctx.state.messages, schemas)
@@ -246,11 +308,11 @@ async def _execute(call: ToolCall, tools: dict[str, Tool], ctx: ToolContext, cfg
         names = ", ".join(sorted(tools))
         close = _closest(call.name, tools)
         hint = f" Did you mean '{close}'?" if close else ""
-        example = _call_text(tools[close].example_call(), parser.name) if close else ""
+        example = _call_text(tools[close].example_call(), parser) if close else ""
         return None, (f"Error: there is no tool named '{call.name}'.{hint} Valid tools: {names}."
                       + (f" A valid call:\n{example}" if example else ""))
     trajectory.tool_calls[tool.name] = trajectory.tool_calls.get(tool.name, 0) + 1
-    example = _call_text(tool.example_call(), parser.name)
+    example = _call_text(tool.example_call(), parser)
     timeout = tool.timeout_s if tool.timeout_s is not None else cfg.tool_timeout_s
     try:
         tool.validate(call.arguments)
@@ -280,16 +342,16 @@ def _unparseable(error: str, text: str, tools: dict[str, Tool], parser: Any) -> 
     names = ", ".join(sorted(tools))
     msg = f"Error: your tool call could not be parsed: {error}."
     if meant:
-        example = _call_text(meant[0].example_call(), parser.name)
+        example = _call_text(meant[0].example_call(), parser)
         return msg + f" A valid call of '{meant[0].name}' looks like:\n{example}"
     first = _preferred_example_tool(tools)
-    example = _call_text(first.example_call(), parser.name) if first else ""
+    example = _call_text(first.example_call(), parser) if first else ""
     return msg + f" Valid tools: {names}." + (f" For example:\n{example}" if example else "")
 
 
 def _nudge(tools: dict[str, Tool], parser: Any) -> str:
     first = _preferred_example_tool(tools)
-    example = _call_text(first.example_call(), parser.name) if first else ""
+    example = _call_text(first.example_call(), parser) if first else ""
     return NUDGE.format(names=", ".join(sorted(tools)), example=example)
 
 

@@ -19,7 +19,7 @@ from skyrl_core.chat import ChatFormat
 from skyrl_core.config import AgentConfig, HintsConfig
 from skyrl_core.default_plugins.generic_tools import finish_tool, python_tool
 from skyrl_core.inference.base import Engine, GenerationOutput, SamplingParams
-from skyrl_core.parsers import HermesParser
+from skyrl_core.parsers import CodeBlockParser, HermesParser
 from skyrl_core.runtime import LocalSandbox, RuntimeSpec
 from skyrl_core.tools import Tool, ToolContext, ToolResult
 from skyrl_core.transitions import Trajectory
@@ -105,7 +105,7 @@ def call(name: str, **args) -> str:
 
 
 async def run(engine, chat, tools=(python_tool, finish_tool), sampling=None, messages=QUESTION, runtime=None,
-              engine_timeout_s=None, **agent):
+              engine_timeout_s=None, parser=None, **agent):
     traj = Trajectory(instance_id="q0", sample_index=0, task="test", group_id="test:q0",
                       messages=[dict(m) for m in messages])
     cfg = AgentConfig(**{"max_turns": 6, **agent})
@@ -115,7 +115,7 @@ async def run(engine, chat, tools=(python_tool, finish_tool), sampling=None, mes
         rt = LocalSandbox(RuntimeSpec())
         await rt.start()
     try:
-        await run_agent(traj, engine=engine, tools={t.name: t for t in tools}, parser=HermesParser(), chat=chat,
+        await run_agent(traj, engine=engine, tools={t.name: t for t in tools}, parser=parser or HermesParser(), chat=chat,
                         agent_config=cfg, sampling=sampling or SamplingParams(max_tokens=48, temperature=0.0),
                         ctx=ToolContext(runtime=rt), engine_timeout_s=engine_timeout_s)
     finally:
@@ -324,3 +324,55 @@ async def test_generation_without_end_of_turn_gets_template_end_of_turn(engine, 
     assert a.output_ids[-1] != im_end
     assert b.input_ids[len(a.input_ids) + len(a.output_ids)] == im_end
     assert_one_datum(traj)
+
+
+DEMO = [{"role": "system", "content": "Compute with python, then give the answer."},
+        {"role": "user", "content": "Calculate 12*7."},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c0", "type": "function", "function": {"name": "python",
+                                                          "arguments": json.dumps({"code": "print(12*7)"})}}]},
+        {"role": "tool", "tool_call_id": "c0", "content": "84"},
+        {"role": "assistant", "content": "The answer is 84."},
+        {"role": "user", "content": "Calculate 48+24."}]
+
+
+class SamplingRecorder(ScriptedReplyInjector):
+    """The scripted engine, also keeping the SamplingParams of every call."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.samplings = []
+
+    async def generate(self, input_ids, sampling):
+        self.samplings.append(sampling)
+        return await super().generate(input_ids, sampling)
+
+
+async def test_codeblock_actions_run_in_the_real_sandbox(engine, chat):
+    eng = SamplingRecorder(engine, ["Let me compute:\n```python\nprint(48 + 24)\n```\n", "The answer is 72."])
+    traj = await run(eng, chat, tools=(python_tool,), parser=CodeBlockParser(), messages=DEMO,
+                     hints=HintsConfig(turns_left=False))
+    assert traj.finish_reason == "no_tool_call" and traj.tool_calls == {"python": 1} and traj.turns == 2
+    assert observations(traj)[-1] == "72"  # the output alone: no hint appended
+    assert all("```\n" in s.stop for s in eng.samplings)  # the parser's stop string reaches the engine
+    system = traj.messages[0]["content"]
+    assert "write a ```python code block" in system and "<tools>" not in system
+    # the demonstration's call is written as a code block, its result in the template's observation role
+    assert traj.messages[2] == {"role": "assistant", "content": "```python\nprint(12*7)\n```"}
+    assert (traj.messages[3]["role"], traj.messages[3]["content"]) == (chat.observation_role, "84")
+    # the template was given no tool schemas: the prompt is the messages alone
+    assert traj.transitions[0].input_ids == chat.render_ids(traj.messages[:6], None)
+    assert_one_datum(traj)
+
+
+async def test_demonstrations_follow_the_parser(engine, chat):
+    eng = ScriptedReplyInjector(engine, ["72"], run_model=False)
+    traj = await run(eng, chat, tools=(python_tool,), messages=DEMO)
+    demo_call = traj.messages[2]["content"]
+    assert demo_call.startswith("<tool_call>") and json.loads(demo_call.split("\n")[1]) == {
+        "name": "python", "arguments": {"code": "print(12*7)"}}
+    assert "tool_calls" not in traj.messages[2]
+    bad = [dict(m) for m in DEMO]
+    bad[2] = {"role": "assistant", "content": "", "tool_calls": [{"function": {"arguments": "{}"}}]}
+    with pytest.raises(ValueError, match="instruction message 2: a demonstrated tool call needs a 'name'"):
+        await run(eng, chat, tools=(python_tool,), messages=bad)  # a builder bug: the dispatcher marks error_run

@@ -199,6 +199,21 @@ def test_build_instruction_for_steps():
     assert build_instruction(inst)[1]["content"] == "Calculate 16-3-4."
 
 
+def test_fewshot_builder_shows_one_worked_python_call(plugins):
+    builder = plugins.registry.get("instruction_builders", "gsm8k_fewshot")
+    inst = load_gsm8k_steps(DataSpec(split="test", limit=1))[0]
+    messages = builder(inst, None)
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "assistant", "user"]
+    assert messages[-1]["content"] == "Calculate 16-3-4."
+    (call,) = messages[2]["tool_calls"]
+    code = json.loads(call["function"]["arguments"])["code"]
+    assert call["function"]["name"] == "python" and code == "print(12*7)"
+    assert messages[3]["content"] == "84" == str(eval(code.removeprefix("print(").removesuffix(")")))
+    assert extract_number(messages[4]["content"]) == 84
+    messages[2]["tool_calls"].clear()  # callers get copies: the module's demonstration is untouched
+    assert builder(inst, None)[2]["tool_calls"]
+
+
 def test_evaluate_is_safe():
     assert evaluate("(3+5)*2") == (16.0, ["*", "+"])
     assert evaluate("1,000/4")[0] == 250.0

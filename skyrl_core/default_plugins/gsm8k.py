@@ -1,9 +1,9 @@
 """Built-in GSM8K tasks: ``gsm8k`` (word problems) and ``gsm8k_steps`` (their calculation steps), the ``gsm8k``
-instruction builder and the ``gsm8k_answer`` verifier. The logic lives in :mod:`skyrl_core.gsm8k`."""
+and ``gsm8k_fewshot`` instruction builders and the ``gsm8k_answer`` verifier. The logic lives in :mod:`skyrl_core.gsm8k`."""
 
 from __future__ import annotations
 
-from ..gsm8k import build_instruction, gsm8k_answer, load_gsm8k, load_gsm8k_steps
+from ..gsm8k import build_instruction, build_instruction_fewshot, gsm8k_answer, load_gsm8k, load_gsm8k_steps
 from ..hookspecs import hookimpl
 from ..tasks import DataSpec, Task
 
@@ -41,6 +41,7 @@ def register_tasks(register):
 @hookimpl(trylast=True)
 def register_instruction_builders(register):
     register(build_instruction, name="gsm8k")
+    register(build_instruction_fewshot, name="gsm8k_fewshot")
 
 
 @hookimpl(trylast=True)
