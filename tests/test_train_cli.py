@@ -203,3 +203,19 @@ def test_ctrl_c_saves_a_checkpoint(tiny_run_config, tmp_path):
     assert ckpt is not None, log
     state = json.loads((ckpt / "state.json").read_text())
     assert state["cursor"] == state["step"] * 2 and state["step"] == len(train_records(out))
+
+
+def test_sampled_eval_is_seeded_so_evals_compare_on_common_random_numbers(tiny_run_config, tmp_path):
+    """With ``sampling.seed`` unset, two step-0 evals at temperature 1 draw the same tokens per instance (a
+    fixed eval seed from ``train.seed``); another ``train.seed`` draws others."""
+    outputs = {}
+    for name, seed in (("a", 0), ("b", 0), ("c", 5)):
+        proc = skyrl("train", tiny_run_config, "train.steps=0", "train.eval_at_start=true",
+                     "train.eval_temperature=1.0", f"train.seed={seed}", "--output", tmp_path / name)
+        out, _ = proc.communicate(timeout=240)
+        assert proc.returncode == 0, out
+        rows = read_jsonl(tmp_path / name / "rollouts" / "eval-000000.jsonl")
+        outputs[name] = [[t["output_ids"] for t in r["transitions"]] for r in rows]
+    assert len(outputs["a"]) == 3 and all(outputs["a"])
+    assert outputs["a"] == outputs["b"]
+    assert outputs["a"] != outputs["c"]

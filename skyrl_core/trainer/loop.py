@@ -38,6 +38,9 @@ from .metrics import MetricsLogger
 log = logging.getLogger(__name__)
 
 
+EVAL_SEED_BASE = 20_251_116  # eval sampling seed when sampling.seed is unset (+ train.seed)
+
+
 class DataCursor:
     """Deterministic, resumable order over ``n`` train instances: ``take(k)`` returns the next ``k`` indices,
     crossing epoch boundaries; ``position`` counts instances handed out so far."""
@@ -202,14 +205,18 @@ class TrainRun:
         return record
 
     async def evaluate(self) -> dict[str, Any]:
-        """Roll out every eval instance once at ``train.eval_temperature``; log and return the eval record."""
+        """Roll out every eval instance once at ``train.eval_temperature``; log and return the eval record.
+
+        Sampled evals are seeded (``sampling.seed``, else one fixed from ``train.seed``): eval instance ``i``
+        draws from the same random stream at every eval, so the before/after comparison uses common random
+        numbers and its difference is less noisy than two independent draws."""
         from ..inference.base import SamplingParams
 
         cfg = self.config
         t0 = time.perf_counter()
+        seed = cfg.sampling.seed if cfg.sampling.seed is not None else EVAL_SEED_BASE + cfg.train.seed
         sampling = SamplingParams(temperature=cfg.train.eval_temperature, top_p=cfg.sampling.top_p,
-                                  top_k=cfg.sampling.top_k, max_tokens=cfg.sampling.max_tokens,
-                                  seed=cfg.sampling.seed)
+                                  top_k=cfg.sampling.top_k, max_tokens=cfg.sampling.max_tokens, seed=seed)
         trajectories, _ = await self.session.rollout(self.eval_items, 1, sampling)
         _raise_if_cancelled()
         self._dump_trajectories(f"eval-{self.step:06d}", trajectories)
