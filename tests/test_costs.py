@@ -141,22 +141,10 @@ class CostPlugin:
 
 
 @pytest.fixture(scope="module")
-def tiny_engine(tmp_path_factory):
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+def tiny_engine(tiny_chat_model_dir):
     from skyrl_core.inference.hf import HFEngine
-    from skyrl_core.models import load_tokenizer
 
-    root = tmp_path_factory.mktemp("tiny-cost-model")
-    tok = load_tokenizer("smollm2-135m-instruct")
-    torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                                   num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=512,
-                                   tie_word_embeddings=True, bos_token_id=tok.bos_token_id,
-                                   eos_token_id=tok.eos_token_id)
-    transformers.LlamaForCausalLM(cfg).save_pretrained(root)
-    tok.save_pretrained(root)
-    engine = HFEngine(model=str(root), max_batch=8, device="cpu")
+    engine = HFEngine(model=tiny_chat_model_dir, max_batch=8, device="cpu")
     yield engine
     asyncio.run(engine.close())
 

@@ -95,23 +95,11 @@ def test_metrics_jsonl_truncates_on_resume_and_plot(tmp_path):
 
 # -- end to end through the CLI, real rollout session, tiny random model ----------------------------------------
 @pytest.fixture(scope="module")
-def tiny_run_config(tmp_path_factory):
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    from skyrl_core.models import load_tokenizer
-
+def tiny_run_config(tiny_chat_model_dir, tmp_path_factory):
     root = tmp_path_factory.mktemp("tiny-train")
-    tok = load_tokenizer("smollm2-135m-instruct")
-    torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                                   num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=2048,
-                                   tie_word_embeddings=True, bos_token_id=tok.bos_token_id,
-                                   eos_token_id=tok.eos_token_id)
-    transformers.LlamaForCausalLM(cfg).save_pretrained(root / "model")
-    tok.save_pretrained(root / "model")
     config = root / "tiny.yaml"
     config.write_text(f"""\
-model: {root / 'model'}
+model: {tiny_chat_model_dir}
 engine: {{type: hf, max_batch: 8}}
 tasks:
   - name: gsm8k_steps
