@@ -119,6 +119,7 @@ def _tensors(rollouts, batch):
     # LocalBackend's collation and logprob code, on the very module the engine sampled from
     backend = LocalBackend.__new__(LocalBackend)
     backend.device, backend.pad_id, backend.autocast_dtype = torch.device("cpu"), 0, None
+    backend.temperature = 1.0  # the rollouts above were sampled at temperature 1
     mb = backend._collate(batch.data)
     lp = backend._token_logprobs(backend._logits(model, mb), mb["targets"])
     return mb, lp
