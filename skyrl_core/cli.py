@@ -72,7 +72,7 @@ def plugins_command(
         table.add_row(info.name, info.distribution or "-", info.version or "-", caps or "-", status)
     if not infos:
         console.print("No third-party plugins installed. `skyrl plugins --all` shows the built-ins; "
-                      "install one with `pip install plugins/<name>`.")
+                      "install one with `pip install -e plugins/<name>`.")
         return
     console.print(table)
 

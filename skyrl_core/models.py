@@ -95,7 +95,9 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
 def load_tokenizer(name: str):
     """The model's tokenizer (a transformers tokenizer with its chat template)."""
     transformers = require("transformers", "hf", "the hf engine")
-    return transformers.AutoTokenizer.from_pretrained(str(resolve_model(name)))
+    # BPE tokenizers ignore clean_up_tokenization_spaces anyway (transformers warns on every load when a
+    # checkpoint's config sets it); saying False keeps decoding as it was, without the warning.
+    return transformers.AutoTokenizer.from_pretrained(str(resolve_model(name)), clean_up_tokenization_spaces=False)
 
 
 def load_causal_lm(name: str, device: str = "cpu", dtype: str = "auto"):

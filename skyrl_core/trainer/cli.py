@@ -48,13 +48,19 @@ def train_command(
     progress = Progress(TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         TextColumn("{task.description}"), console=console, transient=False)
     task = progress.add_task("", total=cfg.train.steps)
+    phase_task = progress.add_task("", total=1, visible=False)
+
+    def on_rollout(phase: str, done: int, total: int) -> None:
+        # the trajectories of the current rollout or eval, so the minutes before a step's line are visible too
+        progress.update(phase_task, completed=done, total=max(total, 1), visible=done < total,
+                        description=f"{phase}: {done}/{total} trajectories")
 
     def on_step(record: dict) -> None:
         if record["kind"] == "eval":
             console.print(f"eval @ step {record['step']}: pass@1 {_fmt(record['pass@1'], '.3f')} "
                           f"on {record['n']} instances, turns {_fmt(record.get('mean_turns'))}, "
                           f"tool calls {_fmt(record.get('tool_calls_per_trajectory'))} "
-                          f"({_fmt(record['eval_s'], '.0f')} s)", highlight=False)
+                          f"({_fmt(record['eval_s'], '.0f')} s)", highlight=False, soft_wrap=True)
             return
         progress.update(task, completed=record["step"],
                         description=f"reward {_fmt(record.get('reward_mean'))} "
@@ -65,9 +71,9 @@ def train_command(
                       f"{_fmt(record.get('tool_calls_per_trajectory'))}, zero-adv groups "
                       f"{_fmt(record.get('batch/zero_advantage_groups'), '.0f')}, loss "
                       f"{_fmt(record.get('train/loss'), '.4f')}, rollout {_fmt(record.get('rollout_s'), '.0f')} s, "
-                      f"train {_fmt(record.get('train_s'), '.0f')} s", highlight=False)
+                      f"train {_fmt(record.get('train_s'), '.0f')} s", highlight=False, soft_wrap=True)
 
-    run = TrainRun(cfg, out, resume=resume, on_step=on_step)
+    run = TrainRun(cfg, out, resume=resume, on_step=on_step, on_rollout=on_rollout)
     with progress:
         if resume:
             progress.update(task, completed=0)
@@ -75,6 +81,6 @@ def train_command(
     first, last = summary["eval_first"], summary["eval_last"]
     if first and last:
         console.print(f"eval pass@1: {first['pass@1']:.3f} (step {first['step']}) -> {last['pass@1']:.3f} "
-                      f"(step {last['step']})", highlight=False)
+                      f"(step {last['step']})", highlight=False, soft_wrap=True)
     console.print(f"done: {summary['steps']} steps; metrics {out / 'metrics.jsonl'}, plot {summary['plot']}, "
-                  f"checkpoint {summary['checkpoint'] or '-'}", highlight=False)
+                  f"checkpoint {summary['checkpoint'] or '-'}", highlight=False, soft_wrap=True)

@@ -107,14 +107,17 @@ class TrainRun:
     """One training run writing into ``output``.
 
     ``session_factory`` (async, ``config -> session``) defaults to ``RolloutSession.create``. ``on_step`` is
-    called with each train record (progress display). Raises SkyrlError when ``output`` already holds
+    called with each train record (progress display); ``on_rollout(phase, done, total)`` with each finished
+    trajectory of a rollout (``phase`` is ``rollouts`` or ``eval``). Raises SkyrlError when ``output`` already holds
     checkpoints and ``resume`` is False, or ``resume`` is True and there is none.
     """
 
     def __init__(self, config: Config, output: str | Path, resume: bool = False,
                  session_factory: Callable[[Config], Any] | None = None,
-                 on_step: Callable[[dict], None] | None = None) -> None:
+                 on_step: Callable[[dict], None] | None = None,
+                 on_rollout: Callable[[str, int, int], None] | None = None) -> None:
         self.config = config
+        self.on_rollout = on_rollout
         self.output = Path(output)
         self.ckpt_root = self.output / "checkpoints"
         self.resume = resume
@@ -174,6 +177,7 @@ class TrainRun:
         step = self.step + 1
         t0 = time.perf_counter()
         items = self.step_items()
+        self._watch_rollout("rollouts", len(items) * cfg.sampling.n_samples)
         trajectories, dispatch = await self.session.rollout(items, cfg.sampling.n_samples)
         _raise_if_cancelled()
         t_rollout = time.perf_counter() - t0
@@ -217,6 +221,7 @@ class TrainRun:
         seed = cfg.sampling.seed if cfg.sampling.seed is not None else EVAL_SEED_BASE + cfg.train.seed
         sampling = SamplingParams(temperature=cfg.train.eval_temperature, top_p=cfg.sampling.top_p,
                                   top_k=cfg.sampling.top_k, max_tokens=cfg.sampling.max_tokens, seed=seed)
+        self._watch_rollout("eval", len(self.eval_items))
         trajectories, _ = await self.session.rollout(self.eval_items, 1, sampling)
         _raise_if_cancelled()
         self._dump_trajectories(f"eval-{self.step:06d}", trajectories)
@@ -226,6 +231,19 @@ class TrainRun:
                   "pass@1": summary.get("pass_rate", 0.0), **summary, "eval_s": time.perf_counter() - t0}
         self._log(record)
         return record
+
+    def _watch_rollout(self, phase: str, total: int) -> None:
+        """Report each finished trajectory of the next rollout to ``on_rollout`` (progress display)."""
+        if self.on_rollout is None:
+            return
+        done = [0]
+
+        def tick(_trajectory: Any) -> None:
+            done[0] += 1
+            self.on_rollout(phase, done[0], total)
+
+        self.on_rollout(phase, 0, total)
+        self.session.on_trajectory_done = tick
 
     # -- bookkeeping -----------------------------------------------------------------------------------------
     def _log(self, record: dict) -> None:
