@@ -26,7 +26,7 @@ from typing import Any
 
 import attrs
 
-from .chat import ChatFormat
+from .chat import ChatFormat, with_system_text
 from .errors import ToolArgumentsError
 from .inference.base import SamplingParams
 from .runtime import truncate_output
@@ -116,16 +116,6 @@ def _render_demonstrations(messages: list[dict], parser: Any, chat: ChatFormat, 
     return out
 
 
-def _with_system_text(messages: list[dict], text: str) -> list[dict]:
-    """``messages`` with ``text`` appended to the system message (one is inserted when there is none)."""
-    messages = [dict(m) for m in messages]
-    if messages and messages[0].get("role") == "system":
-        messages[0]["content"] = f"{messages[0].get('content') or ''}\n\n{text}".lstrip()
-    else:
-        messages.insert(0, {"role": "system", "content": text})
-    return messages
-
-
 @attrs.define
 class _LoopState:
     ids: list[int]
@@ -159,7 +149,7 @@ async def run_agent(trajectory: Trajectory, *, engine: Any, tools: dict[str, Too
     def prepare(msgs: list[dict]) -> list[dict]:
         msgs = _render_demonstrations(msgs, parser, chat, native_tools=bool(schemas) and chat.tools_in_template)
         if tools_prompt is not None:
-            return _with_system_text(msgs, tools_prompt(all_schemas)) if all_schemas else [dict(m) for m in msgs]
+            return with_system_text(msgs, tools_prompt(all_schemas)) if all_schemas else [dict(m) for m in msgs]
         return chat.prepare(msgs, schemas, example_call=example_tool.example_call() if example_tool else None)
 
     parser_stop = tuple(s for s in getattr(parser, "stop", ()) if s not in sampling.stop)

@@ -50,6 +50,16 @@ def tools_block(tool_schemas: Sequence[dict], example_call: str | None = None) -
     return text
 
 
+def with_system_text(messages: Sequence[dict], text: str) -> list[dict]:
+    """A copy of ``messages`` with ``text`` appended to the system message (one is inserted when there is none)."""
+    messages = [dict(m) for m in messages]
+    if messages and messages[0].get("role") == "system":
+        messages[0]["content"] = f"{messages[0].get('content') or ''}\n\n{text}".lstrip()
+    else:
+        messages.insert(0, {"role": "system", "content": text})
+    return messages
+
+
 class ChatFormat:
     """A tokenizer's chat template, probed once, applied incrementally.
 
@@ -101,15 +111,9 @@ class ChatFormat:
                 example_call: str | None = None) -> list[dict]:
         """The initial messages, with the tools block added to the system prompt where the template does not
         render ``tools=`` itself (a system message is inserted when there is none)."""
-        messages = [dict(m) for m in messages]
         if not tool_schemas or self.tools_in_template:
-            return messages
-        block = tools_block(tool_schemas, example_call)
-        if messages and messages[0].get("role") == "system":
-            messages[0]["content"] = f"{messages[0].get('content') or ''}\n\n{block}".lstrip()
-        else:
-            messages.insert(0, {"role": "system", "content": block})
-        return messages
+            return [dict(m) for m in messages]
+        return with_system_text(messages, tools_block(tool_schemas, example_call))
 
     def start(self, messages: Sequence[dict], tool_schemas: Sequence[dict] = ()) -> list[int]:
         """Ids [prompt_len] of the prepared initial ``messages`` plus the generation prompt (rendered once)."""

@@ -109,7 +109,7 @@ class StageCostMemory:
         when the memory is empty."""
         if not self._entries:
             return None
-        return sum(sum(e[s] for s in STAGES) for e in self._entries.values()) / len(self._entries)
+        return sum(self.expected(key) for key in self._entries) / len(self._entries)
 
     def assign(self, trajectories: Sequence[Any], keys: Sequence[str],
                supplied: Mapping[str, float] | None = None) -> dict[str, int]:

@@ -668,8 +668,6 @@ class PipelineDispatcher(_BaseDispatcher):
         prior = self.run_estimate() if stage == "run" else self.stage_mean[stage].value
         return max(ages + [prior or 0.0])
 
-    def group_run_s(self, g: str) -> float:
-        return self.group_stage_s(g, "run")
 
     def _enqueue(self, gate: str, i: int, traj: Trajectory) -> asyncio.Future:
         fut = asyncio.get_running_loop().create_future()

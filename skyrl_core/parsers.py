@@ -35,7 +35,7 @@ from typing import Any, Iterator
 
 import attrs
 
-from .tools import ToolCall
+from .tools import ToolCall, example_arguments
 
 
 @attrs.define
@@ -811,7 +811,7 @@ class CodeBlockParser:
                      "signatures, as JSON Schema:\n<tools>\n"
                      + "\n".join(json.dumps({"type": "function", "function": fn}, ensure_ascii=False)
                                  for fn in tagged) + "\n</tools>\nFor example:\n"
-                     + self.format_call(tagged[0].get("name", ""), _example_arguments(tagged[0])))
+                     + self.format_call(tagged[0].get("name", ""), example_arguments(tagged[0].get("parameters") or {})))
         return text.strip()
 
     def parse(self, text: str, finish_reason: str = "stop") -> ParseResult:
@@ -863,12 +863,6 @@ class CodeBlockParser:
                     calls.append((mapped[0], {mapped[1]: body}, text[m.start():close + 3]))
             i = close + 3
         return calls, _tidy(kept), truncated
-
-
-def _example_arguments(fn: dict) -> dict[str, Any]:
-    props = (fn.get("parameters") or {}).get("properties", {})
-    required = (fn.get("parameters") or {}).get("required", list(props)[:1])
-    return {k: f"<{(props.get(k) or {}).get('description', k)}>" for k in required}
 
 
 BUILTIN_PARSERS = (HermesParser, JsonParser, OpenAIParser, CodeBlockParser)

@@ -145,11 +145,14 @@ class Tool:
 
     def example_call(self) -> str:
         """A valid-looking call built from this tool's own schema (used in corrective messages)."""
-        args = {}
-        props = self.parameters.get("properties", {})
-        for key in self.parameters.get("required", list(props)[:1]):
-            args[key] = _placeholder(props.get(key, {}))
-        return json.dumps({"name": self.name, "arguments": args}, ensure_ascii=False)
+        return json.dumps({"name": self.name, "arguments": example_arguments(self.parameters)}, ensure_ascii=False)
+
+
+def example_arguments(parameters: dict) -> dict[str, Any]:
+    """Placeholder arguments for a JSON Schema ``parameters`` object: each required property (else the first)
+    with a value of its type (strings show their description)."""
+    props = (parameters or {}).get("properties", {})
+    return {key: _placeholder(props.get(key, {})) for key in (parameters or {}).get("required", list(props)[:1])}
 
 
 def _placeholder(schema: dict) -> Any:

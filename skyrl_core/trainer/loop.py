@@ -21,7 +21,6 @@ import asyncio
 import json
 import logging
 import random
-import resource
 import time
 from collections import Counter
 from pathlib import Path
@@ -32,7 +31,7 @@ from ..config import Config, config_to_yaml
 from ..errors import SkyrlError
 from ..postprocess import build_training_batch
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
-from .memory import current_rss_mb, release_freed_memory
+from .memory import current_rss_mb, peak_rss_mb, release_freed_memory
 from .metrics import MetricsLogger
 
 log = logging.getLogger(__name__)
@@ -96,11 +95,6 @@ def _raise_if_cancelled() -> None:
     task = asyncio.current_task()
     if task is not None and getattr(task, "cancelling", lambda: 0)():
         raise asyncio.CancelledError
-
-
-def peak_rss_mb() -> float:
-    """Peak resident set size of this process so far, in MiB (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 class TrainRun:

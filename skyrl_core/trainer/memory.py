@@ -44,6 +44,11 @@ def release_freed_memory() -> bool:
     return True
 
 
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process so far, in MiB (Linux reports ``ru_maxrss`` in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
 def current_rss_mb() -> float:
     """Resident set size of this process now, in MiB (Linux ``/proc/self/status``; the peak where absent)."""
     try:
@@ -53,4 +58,4 @@ def current_rss_mb() -> float:
                     return int(line.split()[1]) / 1024.0
     except OSError:
         pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    return peak_rss_mb()
