@@ -36,8 +36,10 @@ async def test_sandbox_has_no_network_and_read_only_system():
     async with LocalSandbox() as rt:
         assert rt.isolation == "bubblewrap"
         res = await rt.exec(f"echo x > {outside}; echo rc=$?")
-        assert "rc=1" in res.output and "Read-only file system" in res.output
+        assert "rc=1" in res.output and "No such file or directory" in res.output  # not mounted at all
         assert not outside.exists()
+        res = await rt.exec("echo x > /usr/skyrl-probe; echo rc=$?")
+        assert "rc=1" in res.output and "Read-only file system" in res.output
         res = await rt.exec(["python3", "-c", "import socket; s=socket.create_connection(('1.1.1.1', 80), timeout=2)"])
         assert res.exit_code != 0 and "Network is unreachable" in res.output
         res = await rt.exec(["python3", "-c", "import socket; print([n for _, n in socket.if_nameindex()])"])

@@ -56,18 +56,60 @@ def cache_dir() -> Path:
 
 
 def git(args: list[str], cwd: str | Path, check: bool = True, input: bytes | None = None) -> subprocess.CompletedProcess:
-    """Run git on the host (never inside a sandbox): used to snapshot and diff repositories."""
+    """Run git on the host (never inside a sandbox) on a repository no agent has touched yet."""
     return subprocess.run(["git", *GIT_IDENTITY, *args], cwd=str(cwd), check=check, capture_output=True,
                           input=input, env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"})
 
 
-def init_baseline(workspace: Path) -> str:
-    """Make ``workspace`` a git repository whose HEAD commit is its current content; return the commit id."""
-    if not (workspace / ".git").exists():
-        git(["init", "-q"], workspace)
-    git(["add", "-A", "-f", "."], workspace)
-    git(["commit", "-q", "--allow-empty", "--no-verify", "-m", "skyrl baseline"], workspace)
-    return git(["rev-parse", "HEAD"], workspace).stdout.decode().strip()
+# Every way git could run a program or read settings the agent wrote, switched off: no system or user config,
+# the repository's config is ours (the git directory lives outside the workspace), no hooks, no fsmonitor, no
+# attribute files but the work tree's (whose filter/textconv drivers would need config, which it cannot reach).
+SAFE_GIT = ["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.attributesFile=/dev/null",
+            "-c", "core.untrackedCache=false", "-c", "core.quotepath=off", "-c", "diff.external=",
+            "-c", "core.autocrlf=false", "-c", "safe.directory=*"]
+
+
+def safe_git_env(git_dir: Path, work_tree: Path, **extra: str) -> dict[str, str]:
+    """The environment for host git on an agent-written work tree: ``GIT_DIR`` outside it, no config files."""
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent", "LC_ALL": "C",
+            "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_ATTR_NOSYSTEM": "1",
+            "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0", "GIT_DIR": str(git_dir),
+            "GIT_WORK_TREE": str(work_tree), **extra}
+
+
+def init_baseline(workspace: Path, git_dir: Path) -> str:
+    """Commit ``workspace``'s current content (before any agent acts) as the only commit of a new repository at
+    ``git_dir`` (outside the workspace), and give the workspace a copy as its ``.git`` for the agent's own use:
+    base-only history, no remotes, no later refs. Returns the commit id."""
+    env = safe_git_env(git_dir, workspace)
+    run = lambda *a: subprocess.run(["git", *GIT_IDENTITY, *SAFE_GIT, *a], cwd=str(git_dir.parent), env=env,
+                                    check=True, capture_output=True)  # noqa: E731
+    shutil.rmtree(workspace / ".git", ignore_errors=True)
+    run("init", "-q")
+    run("config", "--unset", "core.worktree") if b"worktree" in (git_dir / "config").read_bytes() else None
+    run("add", "-A", "-f", ".")
+    run("commit", "-q", "--allow-empty", "--no-verify", "-m", "skyrl baseline")
+    commit = run("rev-parse", "HEAD").stdout.decode().strip()
+    shutil.copytree(git_dir, workspace / ".git", symlinks=True)
+    return commit
+
+
+def workspace_diff(workspace: Path, git_dir: Path) -> str:
+    """The agent's patch: the work tree against the baseline commit, new files included, computed on the host
+    with a git directory outside the workspace and a throw-away index (see :data:`SAFE_GIT`)."""
+    fd, index = tempfile.mkstemp(prefix="skyrl-index-")
+    os.close(fd)
+    os.unlink(index)
+    try:
+        env = safe_git_env(git_dir, workspace, GIT_INDEX_FILE=index)
+        run = lambda *a: subprocess.run(["git", *SAFE_GIT, *a], cwd=str(git_dir.parent), env=env, check=True,
+                                        capture_output=True)  # noqa: E731
+        run("read-tree", "HEAD")
+        run("add", "-A", ".")
+        out = run("diff", "--cached", "--no-color", "--no-ext-diff", "--no-textconv", "HEAD")
+        return out.stdout.decode("utf-8", "replace")
+    finally:
+        Path(index).unlink(missing_ok=True)
 
 
 # -- repository Python environments ------------------------------------------------------------------------------
@@ -154,7 +196,9 @@ def exec_env(workspace: Path, env_dir: Path | None) -> dict[str, str]:
 
 # -- runtimes ------------------------------------------------------------------------------------------------------
 class SweSandbox(LocalSandbox):
-    """A bubblewrap sandbox over a git copy of the instance's repository, with the repository's environment.
+    """A bubblewrap sandbox over a copy of the instance's repository, with the repository's environment mounted
+    read-only. The pristine state is a one-commit git repository kept outside the workspace (the agent's
+    ``.git`` is a copy of it: base-only history); :meth:`diff` compares the work tree against it.
 
     Options (``runtime.options``): ``mirror_dir`` (local clones, see :func:`skyrl_swe.data.resolve_repository`),
     ``allow_clone`` (clone from GitHub when online; default true).
@@ -170,6 +214,7 @@ class SweSandbox(LocalSandbox):
         self.base_commit: str | None = None
         self.env_dir: Path | None = None
         self.tool_env: dict[str, str] = {}
+        self._private: str | None = None
 
     async def start(self) -> None:
         await super().start()
@@ -178,12 +223,14 @@ class SweSandbox(LocalSandbox):
         elif self.spec.source or self.spec.workspace:
             await asyncio.to_thread(self._baseline_only)
 
+    def _base_git(self) -> Path:
+        if self._private is None:
+            self._private = tempfile.mkdtemp(prefix="skyrl-base-")
+        return Path(self._private) / "base.git"
+
     def _baseline_only(self) -> None:
-        if self.spec.workspace:  # used in place (skyrl tools run): never commit into a user's repository
-            self.tool_env = exec_env(self.workspace, None)
-            self.prepared = True
-            return
-        self.base_commit = init_baseline(self.workspace)
+        if not self.spec.workspace:  # used in place (skyrl tools run): never commit into a user's repository
+            self.base_commit = init_baseline(self.workspace, self._base_git())
         self.tool_env = exec_env(self.workspace, None)
         self.prepared = True
 
@@ -202,35 +249,32 @@ class SweSandbox(LocalSandbox):
             shutil.rmtree(self.workspace)
             self.workspace.mkdir()
         shutil.copytree(source, self.workspace, dirs_exist_ok=True, symlinks=True)
-        self.base_commit = init_baseline(self.workspace)
+        self.base_commit = init_baseline(self.workspace, self._base_git())
         self.env_dir = ENVIRONMENTS.get(data)
+        self.ro_paths.append(str(self.env_dir))
         self.tool_env = exec_env(self.workspace, self.env_dir)
         self.prepared = True
 
     async def exec(self, command, timeout_s: float = 30.0, stdin: str | None = None,
-                   env: dict[str, str] | None = None) -> ExecResult:
+                   env: dict[str, str] | None = None, pass_fds: tuple[int, ...] = ()) -> ExecResult:
         merged = dict(self.tool_env)
         merged.update(env or {})
-        return await super().exec(command, timeout_s=timeout_s, stdin=stdin, env=merged)
+        return await super().exec(command, timeout_s=timeout_s, stdin=stdin, env=merged, pass_fds=pass_fds)
 
     async def diff(self) -> str:
-        """The agent's patch: every change against the pristine HEAD, new files included (``git diff``)."""
-        return await asyncio.to_thread(workspace_diff, self.workspace)
+        """The agent's patch: every change against the pristine commit, new files included. A workspace used in
+        place has no private baseline: its own ``git diff`` then runs inside the sandbox."""
+        if self.base_commit is None:
+            res = await self.exec("cp .git/index /tmp/skyrl-index && export GIT_INDEX_FILE=/tmp/skyrl-index && "
+                                  "git add -A . && git -c core.quotepath=off diff --cached --no-color HEAD",
+                                  timeout_s=60)
+            return res.output if res.exit_code == 0 else ""
+        return await asyncio.to_thread(workspace_diff, self.workspace, self._base_git())
 
-
-def workspace_diff(workspace: Path) -> str:
-    """``git diff`` of the working tree against HEAD including untracked files, without touching the real index."""
-    index = Path(tempfile.mkstemp(prefix="skyrl-index-")[1])
-    try:
-        env_index = {"GIT_INDEX_FILE": str(index)}
-        base = {**os.environ, **env_index, "LC_ALL": "C"}
-        subprocess.run(["git", "read-tree", "HEAD"], cwd=workspace, env=base, check=True, capture_output=True)
-        subprocess.run(["git", "add", "-A", "."], cwd=workspace, env=base, check=True, capture_output=True)
-        out = subprocess.run(["git", "-c", "core.quotepath=off", "diff", "--cached", "--no-color", "--no-ext-diff",
-                              "HEAD"], cwd=workspace, env=base, check=True, capture_output=True)
-        return out.stdout.decode("utf-8", "replace")
-    finally:
-        index.unlink(missing_ok=True)
+    async def close(self) -> None:
+        await super().close()
+        if self._private:
+            await asyncio.to_thread(shutil.rmtree, self._private, True)
 
 
 class DockerRuntime(Runtime):

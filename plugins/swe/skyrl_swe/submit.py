@@ -3,11 +3,9 @@ the pristine repository (new files included). Named ``submit`` so it does not cl
 
 from __future__ import annotations
 
-import asyncio
-
 from skyrl_core import Tool, ToolContext, ToolResult
 
-from .runtime import prepare_for_tool, workspace_diff
+from .runtime import prepare_for_tool
 
 
 async def run_submit(args: dict, ctx: ToolContext) -> ToolResult:
@@ -17,10 +15,10 @@ async def run_submit(args: dict, ctx: ToolContext) -> ToolResult:
     runtime = ctx.runtime
     if runtime is None:
         return ToolResult(output="submit needs a runtime with a repository, but this trajectory has none", error=True)
-    if hasattr(runtime, "diff"):
-        patch = await runtime.diff()
-    else:
-        patch = await asyncio.to_thread(workspace_diff, runtime.workspace)
+    if not hasattr(runtime, "diff"):  # the patch is never computed by running git on the host in a workspace
+        return ToolResult(output=f"submit needs a repository runtime (swe_sandbox or docker), but this trajectory's "
+                                 f"runtime is {getattr(runtime, 'name', type(runtime).__name__)}", error=True)
+    patch = await runtime.diff()
     files = [line[6:] for line in patch.splitlines() if line.startswith("+++ b/")]
     summary = (f"Submitted a patch changing {len(files)} file(s): {', '.join(files)}" if files else
                "Submitted an empty patch (no file was changed).")

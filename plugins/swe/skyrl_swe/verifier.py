@@ -1,17 +1,20 @@
 """The ``swe_tests`` verifier: reward 1 when the agent's patch makes every FAIL_TO_PASS and PASS_TO_PASS test pass.
 
-Procedure (the SWE-bench harness's, with the agent's ways around it closed):
+Procedure (the SWE-bench harness's, with the agent's ways around it closed; docs/runtimes.md):
 
-1. the agent's patch is the ``git diff`` of its workspace against the pristine HEAD;
+1. the agent's patch is the diff of its workspace against the pristine commit, computed on the host against a
+   git directory outside the workspace (``SweSandbox.diff``);
 2. from it, drop every file the test run would load that is not the fix — test files, files the instance's test
-   patch touches, ``conftest.py``, ``sitecustomize.py``/``usercustomize.py``, ``.pth`` files, pytest
-   configuration (``pytest.ini``, ``tox.ini``) — and record them in the metrics;
-3. apply the rest to a fresh copy of the pristine repository in a new runtime of the same kind, then the
-   instance's test patch;
-4. run the tests named by FAIL_TO_PASS and PASS_TO_PASS (their files) with the repository's runner and read
-   per-test results from the runner's own report — pytest's JUnit XML file, not text the code under test could
-   print. Django's ``runtests.py`` has no report file; its verbosity-2 result lines are parsed instead (marked
-   ``report: "django"`` in the metrics).
+   patch touches, ``conftest.py``, ``sitecustomize``/``usercustomize`` (file or package), ``.pth`` files, and the
+   files that hold test-runner configuration (``pytest.ini``, ``.pytest.ini``, ``tox.ini``, ``setup.cfg``,
+   ``pyproject.toml``, ``noxfile.py``) — and record them in the metrics: every test and test-configuration file
+   is therefore the pristine one;
+3. apply the rest, inside a fresh sandbox holding a pristine copy, then the instance's test patch;
+4. run the tests named by FAIL_TO_PASS and PASS_TO_PASS (their files) with the repository's runner, host pytest
+   plugins off (``PYTEST_DISABLE_PLUGIN_AUTOLOAD``, unless the row sets ``pytest_autoload``), and read per-test
+   results from a pipe the sandbox has no file for (:mod:`skyrl_swe.result_channel`), cross-checked against the
+   collected test ids and pytest's exit status; Django's ``runtests.py`` result lines are cross-checked against
+   its ``Ran N tests`` count and exit code. Any inconsistency is ``error_eval`` with the reason, reward 0.
 """
 
 from __future__ import annotations
@@ -19,8 +22,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import shutil
-import subprocess
 import uuid
 import xml.etree.ElementTree as ET
 from pathlib import Path, PurePosixPath
@@ -36,7 +37,10 @@ from .runtime import SweSandbox, ensure_prepared
 log = logging.getLogger(__name__)
 
 PASSED, FAILED, ERROR, SKIPPED, MISSING = "PASSED", "FAILED", "ERROR", "SKIPPED", "MISSING"
-RUNNER_LOADED = {"conftest.py", "sitecustomize.py", "usercustomize.py", "pytest.ini", "tox.ini", "noxfile.py"}
+# files the test runner reads besides the code under test (configuration, start-up hooks): never taken from the agent
+RUNNER_LOADED = {"conftest.py", "sitecustomize.py", "usercustomize.py", "pytest.ini", ".pytest.ini", "tox.ini",
+                 "noxfile.py", "setup.cfg", "pyproject.toml", "pytest.toml", ".pytest.toml"}
+STARTUP_PACKAGES = {"sitecustomize", "usercustomize"}
 TEST_TIMEOUT_S = 1800.0
 
 
@@ -83,29 +87,34 @@ def filter_patch(patch: str, protected: set[str]) -> tuple[str, list[str]]:
     kept, dropped = [], []
     for path, chunk in split_patch(patch):
         name = PurePosixPath(path).name
-        if (path in protected or name in RUNNER_LOADED or name.endswith(".pth") or is_test_file(path)):
+        parts = set(PurePosixPath(path).parts[:-1])
+        if (path in protected or name in RUNNER_LOADED or name.endswith(".pth") or is_test_file(path)
+                or parts & STARTUP_PACKAGES or ".git" in parts):
             dropped.append(path)
         else:
             kept.append(chunk)
     return "".join(kept), dropped
 
 
-def apply_patch(workdir: Path, patch: str) -> tuple[bool, str]:
-    """``git apply`` (falling back to ``patch -p1 --fuzz 3``) in ``workdir``; returns (ok, message)."""
+async def apply_patch(runtime: Any, patch: str) -> tuple[bool, str]:
+    """Apply ``patch`` inside ``runtime`` (never on the host: the patch is agent-written) with ``git apply``,
+    falling back to ``patch -p1 --fuzz 3``; returns (ok, message)."""
     if not patch.strip():
         return True, "empty patch"
     if not patch.endswith("\n"):
         patch += "\n"
-    proc = subprocess.run(["git", "apply", "--whitespace=nowarn", "-"], cwd=workdir, input=patch.encode(),
-                          capture_output=True)
-    if proc.returncode == 0:
-        return True, "git apply"
-    if shutil.which("patch"):
-        fallback = subprocess.run(["patch", "-p1", "--batch", "--fuzz=3", "-f"], cwd=workdir, input=patch.encode(),
-                                  capture_output=True)
-        if fallback.returncode == 0:
+    name = f".skyrl-{uuid.uuid4().hex[:8]}.patch"
+    await runtime.write_file(name, patch)
+    try:
+        res = await runtime.exec(["git", "apply", "--whitespace=nowarn", name], timeout_s=120)
+        if res.exit_code == 0:
+            return True, "git apply"
+        fallback = await runtime.exec(["patch", "-p1", "--batch", "--fuzz=3", "-f", "-i", name], timeout_s=120)
+        if fallback.exit_code == 0:
             return True, "patch --fuzz"
-    return False, proc.stderr.decode("utf-8", "replace").strip()[:2000]
+        return False, res.output.strip()[:2000]
+    finally:
+        await runtime.exec(["rm", "-f", name], timeout_s=30)
 
 
 # -- reports -----------------------------------------------------------------------------------------------------
@@ -183,12 +192,15 @@ def lookup(results: dict[str, str], test_id: str) -> str:
 # -- running tests ---------------------------------------------------------------------------------------------
 @attrs.define
 class TestRun:
-    """Per-test ``results``, which report they came from, the command's exit code and an output excerpt."""
+    """Per-test ``results``, which report they came from, the command's exit code, an output excerpt, and
+    ``problems``: inconsistencies between the results, the collection and the exit status (any one makes the
+    run ``error_eval``)."""
 
     results: dict[str, str]
     report: str
     exit_code: int | None
     output: str
+    problems: list[str] = attrs.Factory(list)
 
 
 def runner_kind(data: dict) -> str:
@@ -208,46 +220,220 @@ def _django_label(test_id: str) -> str:
     return where if where.endswith("." + name) else f"{where}.{name}"
 
 
+def runner_env(data: dict) -> dict[str, str]:
+    """Environment for the test command: no plugins autoloaded from the environment (unless the row sets
+    ``pytest_autoload``), no options from the environment, no user site-packages."""
+    env = {"PYTEST_ADDOPTS": "", "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    if not data.get("pytest_autoload"):
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    return env
+
+
+_CHANNEL_DIR: list[str] = []
+
+
+def channel_dir() -> str:
+    """A host directory (one per process, mounted read-only in the sandbox) holding only the result-channel
+    plugin, importable as ``skyrl_result_channel``."""
+    if not _CHANNEL_DIR:
+        import os
+        import tempfile
+
+        path = tempfile.mkdtemp(prefix="skyrl-channel-")
+        os.chmod(path, 0o755)
+        target = Path(path) / "skyrl_result_channel.py"
+        target.write_text((Path(__file__).parent / "result_channel.py").read_text())
+        target.chmod(0o644)
+        _CHANNEL_DIR.append(path)
+    return _CHANNEL_DIR[0]
+
+
+def read_channel(lines: list[str], exit_code: int | None) -> tuple[dict[str, str], list[str]]:
+    """Results streamed by :mod:`skyrl_swe.result_channel` -> ({node id: status}, problems). A problem is
+    anything a faithful pytest run would not produce: no or several collections, results for tests never
+    collected, a test phase reported twice, no or a different exit status, an exit status that disagrees with
+    the results, a collected test without a result."""
+    import json
+
+    problems: list[str] = []
+    collected: list[str] | None = None
+    phases: dict[tuple[str, str], dict] = {}
+    finish: list[int] = []
+    for line in lines:
+        try:
+            event = json.loads(line)
+            kind = event["event"]
+        except (ValueError, KeyError, TypeError):
+            problems.append(f"an unreadable line on the result channel: {line[:120]!r}")
+            continue
+        if kind == "collected":
+            if collected is not None:
+                problems.append("the collection was reported twice")
+            collected = list(event.get("ids") or [])
+        elif kind == "report":
+            key = (str(event.get("id")), str(event.get("when")))
+            if key in phases:
+                problems.append(f"the {key[1]} phase of {key[0]} was reported twice")
+            phases[key] = event
+        elif kind == "finish":
+            finish.append(event.get("exitstatus"))
+    if collected is None:
+        problems.append("pytest never reported its collection (the run ended early: an exit at import?)")
+        collected = []
+    known = set(collected)
+    results: dict[str, str] = {}
+    for (test_id, when), event in phases.items():
+        if test_id not in known:
+            problems.append(f"a result for {test_id}, which was not collected")
+            continue
+        outcome, xfail = event.get("outcome"), event.get("xfail")
+        if when == "call":
+            status = PASSED if outcome == "passed" or (xfail and outcome == "skipped") else (
+                SKIPPED if outcome == "skipped" else FAILED)
+        elif outcome == "failed":
+            status = ERROR
+        elif outcome == "skipped":
+            status = PASSED if xfail else SKIPPED
+        else:
+            continue
+        previous = results.get(test_id)
+        if previous in (FAILED, ERROR) or (previous == SKIPPED and status == PASSED):
+            continue
+        results[test_id] = status
+    missing = [t for t in collected if t not in results]
+    if missing and exit_code not in (2, 3, 4, None):  # interrupted, internal or usage error: a plain failure
+        problems.append(f"{len(missing)} collected test(s) have no result (the run stopped early), e.g. {missing[0]}")
+    if len(finish) != 1:
+        problems.append(f"pytest reported its exit status {len(finish)} times")
+    elif finish[0] != exit_code:
+        problems.append(f"pytest reported exit status {finish[0]} but the process exited {exit_code}")
+    failed = any(v in (FAILED, ERROR) for v in results.values())
+    if exit_code == 0 and failed:
+        problems.append("the process exited 0 although tests failed")
+    if exit_code not in (0, None) and collected and not failed and not missing:
+        problems.append(f"the process exited {exit_code} although every collected test passed")
+    return results, problems
+
+
+_DJANGO_RESULT = re.compile(r" \.\.\. (ok|FAIL|ERROR|skipped.*|expected failure|unexpected success)$", re.MULTILINE)
+_DJANGO_RAN = re.compile(r"^Ran (\d+) tests? in ", re.MULTILINE)
+
+
+def django_problems(output: str, results: dict[str, str], exit_code: int | None) -> list[str]:
+    """Cross-checks of a Django runner's text: one ``Ran N tests`` line, N result lines, and an exit code that
+    agrees with them (printed forgeries add lines or a second count)."""
+    problems = []
+    ran = _DJANGO_RAN.findall(output)
+    if len(ran) != 1:
+        problems.append(f"the runner printed {len(ran)} 'Ran N tests' lines (expected one)")
+    elif int(ran[0]) != len(_DJANGO_RESULT.findall(output)):
+        problems.append(f"the runner says it ran {ran[0]} tests but printed "
+                        f"{len(_DJANGO_RESULT.findall(output))} result lines")
+    failed = any(v in (FAILED, ERROR) for v in results.values())
+    if exit_code == 0 and failed:
+        problems.append("the runner exited 0 although tests failed")
+    if exit_code not in (0, None) and results and not failed:
+        problems.append(f"the runner exited {exit_code} although every test passed")
+    return problems
+
+
+async def _exec_with_channel(runtime: Any, argv: list[str], env: dict[str, str], timeout_s: float):
+    """Run ``argv`` with a pipe's write end inherited as ``SKYRL_RESULT_FD``; returns (ExecResult, lines)."""
+    import os
+
+    loop = asyncio.get_running_loop()
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    chunks: list[bytes] = []
+    eof = loop.create_future()
+
+    def on_readable() -> None:
+        try:
+            data = os.read(read_fd, 65536)
+        except BlockingIOError:
+            return
+        if data:
+            chunks.append(data)
+        elif not eof.done():
+            eof.set_result(None)
+
+    loop.add_reader(read_fd, on_readable)
+    try:
+        res = await runtime.exec(argv, timeout_s=timeout_s, env={**env, "SKYRL_RESULT_FD": str(write_fd)},
+                                 pass_fds=(write_fd,))
+        os.close(write_fd)
+        write_fd = -1
+        try:  # a background process of the tests may still hold the pipe: take what came
+            await asyncio.wait_for(eof, 2.0)
+        except asyncio.TimeoutError:
+            pass
+    finally:
+        loop.remove_reader(read_fd)
+        os.close(read_fd)
+        if write_fd >= 0:
+            os.close(write_fd)
+    return res, b"".join(chunks).decode("utf-8", "replace").splitlines()
+
+
 async def run_tests(runtime: Any, data: dict, tests: list[str], timeout_s: float = TEST_TIMEOUT_S) -> TestRun:
-    """Run ``tests`` in ``runtime`` (whose workspace holds the patched repository) and collect per-test results."""
+    """Run ``tests`` in ``runtime`` (whose workspace holds the patched repository) and collect per-test results
+    with the cross-checks of :func:`read_channel` / :func:`django_problems`."""
     kind = runner_kind(data)
+    env = runner_env(data)
     if kind == "django":
         labels = list(dict.fromkeys(_django_label(t) for t in tests))
         res = await runtime.exec(["python", "tests/runtests.py", "--verbosity", "2", "--settings=test_sqlite",
-                                  "--parallel", "1", *labels], timeout_s=timeout_s)
-        return TestRun(parse_django(res.output), "django", res.exit_code, res.output[-4000:])
+                                  "--parallel", "1", *labels], timeout_s=timeout_s, env=env)
+        results = parse_django(res.output)
+        return TestRun(results, "django", res.exit_code, res.output[-4000:],
+                       django_problems(res.output, results, res.exit_code))
     if kind == "command":
-        res = await runtime.exec(data["test_cmd"], timeout_s=timeout_s)
+        res = await runtime.exec(data["test_cmd"], timeout_s=timeout_s, env=env)
         return TestRun(parse_pytest_summary(res.output), "text", res.exit_code, res.output[-4000:])
     files = list(dict.fromkeys(t.split("::", 1)[0] for t in tests if "::" in t or t.endswith(".py")))
-    report_dir = f".skyrl-report-{uuid.uuid4().hex[:8]}"
-    report = f"{report_dir}/junit.xml"
     base = (data.get("test_cmd") or "python -m pytest").split()
     if base[0] == "pytest":
         base = ["python", "-m", "pytest", *base[1:]]
-    argv = [*base, "-p", "no:cacheprovider", "-q", "-o", "junit_family=xunit1", f"--junitxml={report}", *files]
-    res = await runtime.exec(argv, timeout_s=timeout_s)
-    host = Path(runtime.workspace) / report
+    plugins = [a for p in data.get("pytest_plugins") or [] for a in ("-p", str(p))]
+    argv = [*base, "-p", "no:cacheprovider", *plugins, "-q", *files]
+    if not hasattr(runtime, "ro_paths"):  # docker: no host mounts, so the runner's own report file
+        return await _run_junit(runtime, argv, env, timeout_s)
+    if channel_dir() not in runtime.ro_paths:
+        runtime.ro_paths.append(channel_dir())
+    env["PYTHONPATH"] = ":".join(filter(None, [channel_dir(), getattr(runtime, "tool_env", {}).get("PYTHONPATH")]))
+    res, lines = await _exec_with_channel(runtime, [*argv[:len(base)], "-p", "skyrl_result_channel",
+                                                    *argv[len(base):]], env, timeout_s)
+    results, problems = read_channel(lines, res.exit_code)
+    if res.limits:
+        problems.append(f"the test run hit the sandbox's {', '.join(res.limits)} limit")
+    return TestRun(results, "channel", res.exit_code, res.output[-4000:], problems)
+
+
+async def _run_junit(runtime: Any, argv: list[str], env: dict[str, str], timeout_s: float) -> TestRun:
+    report_dir = f".skyrl-report-{uuid.uuid4().hex[:8]}"
+    report = f"{report_dir}/junit.xml"
+    res = await runtime.exec([*argv, "-o", "junit_family=xunit1", f"--junitxml={report}"], timeout_s=timeout_s,
+                             env=env)
     try:
-        xml_text = await asyncio.to_thread(host.read_text, encoding="utf-8")
-        results = parse_junit(xml_text)
-    except (OSError, ET.ParseError) as exc:
+        results = parse_junit(await runtime.read_file(report))
+    except (OSError, ValueError, ET.ParseError) as exc:
         log.warning("no JUnit report from the test run (%s); exit %s", exc, res.exit_code)
         results = {}
     finally:
-        await asyncio.to_thread(shutil.rmtree, Path(runtime.workspace) / report_dir, True)
+        await runtime.exec(["rm", "-rf", report_dir], timeout_s=30)
     return TestRun(results, "junit", res.exit_code, res.output[-4000:])
 
 
 def _verification_spec(spec: RuntimeSpec | None, runtime_type: str) -> RuntimeSpec:
     base = spec or RuntimeSpec(type=runtime_type)
     return attrs.evolve(base, cpu_time_s=max(base.cpu_time_s, int(TEST_TIMEOUT_S)),
-                        memory_mb=max(base.memory_mb, 4096), workspace=None, source=None)
+                        memory_mb=max(base.memory_mb, 4096), workspace=None, source=None, network=False)
 
 
 async def verify_patch(instance: Instance, patch: str, runtime_cls: type | None = None,
                        spec: RuntimeSpec | None = None) -> VerifierResult:
-    """Apply ``patch`` (filtered) and the test patch to a fresh pristine copy and score the instance's tests."""
+    """Apply ``patch`` (filtered) and the test patch to a fresh pristine copy and score the instance's tests.
+    ``metrics["error_eval"]`` names why a run could not be trusted (reward 0)."""
     data = instance.data
     cls = runtime_cls or SweSandbox
     protected = {p for p, _ in split_patch(data.get("test_patch") or "")}
@@ -261,12 +447,12 @@ async def verify_patch(instance: Instance, patch: str, runtime_cls: type | None 
     try:
         await check.start()
         await ensure_prepared(check, instance)
-        ok, how = await asyncio.to_thread(apply_patch, Path(check.workspace), kept)
+        ok, how = await apply_patch(check, kept)
         metrics["patch_applied"] = ok
         if not ok:
             metrics["error"] = f"the agent's patch does not apply: {how}"
             return VerifierResult(reward=0.0, metrics=metrics)
-        ok, how = await asyncio.to_thread(apply_patch, Path(check.workspace), data.get("test_patch") or "")
+        ok, how = await apply_patch(check, data.get("test_patch") or "")
         if not ok:
             metrics["error"] = f"the instance's test patch does not apply after the agent's patch: {how}"
             return VerifierResult(reward=0.0, metrics=metrics)
@@ -278,8 +464,11 @@ async def verify_patch(instance: Instance, patch: str, runtime_cls: type | None 
     p2p_ok = sum(tests[t] == PASSED for t in p2p)
     metrics.update({"tests": tests, "report": run.report, "test_exit_code": run.exit_code,
                     "fail_to_pass": f"{f2p_ok}/{len(f2p)}", "pass_to_pass": f"{p2p_ok}/{len(p2p)}",
-                    "resolved": f2p_ok == len(f2p) and p2p_ok == len(p2p)})
-    if not run.results:
+                    "resolved": f2p_ok == len(f2p) and p2p_ok == len(p2p) and not run.problems})
+    if run.problems:
+        metrics["error_eval"] = "; ".join(run.problems)
+        metrics["error"] = f"error_eval: {metrics['error_eval']}"
+    if not run.results or run.problems:
         metrics["test_output"] = run.output
     return VerifierResult(reward=1.0 if metrics["resolved"] else 0.0, metrics=metrics)
 
@@ -293,8 +482,12 @@ async def swe_tests(trajectory: Any, runtime: Any, instance: Instance) -> Verifi
         patch = trajectory.answer
     runtime_cls = type(runtime) if runtime is not None and hasattr(runtime, "prepare") else None
     try:
-        return await verify_patch(instance, patch, runtime_cls, getattr(runtime, "spec", None))
+        result = await verify_patch(instance, patch, runtime_cls, getattr(runtime, "spec", None))
     except Exception as exc:  # a broken test run scores 0 but keeps the patch (the predictions file needs it)
         log.warning("instance %s: verification failed: %s: %s", instance.id, type(exc).__name__, exc)
-        return VerifierResult(reward=0.0, metrics={"model_patch": patch, "patch_applied": False,
-                                                   "error": f"verification failed: {type(exc).__name__}: {exc}"})
+        result = VerifierResult(reward=0.0, metrics={"model_patch": patch, "patch_applied": False,
+                                                     "error": f"verification failed: {type(exc).__name__}: {exc}"})
+    hits = getattr(runtime, "limit_hits", None)
+    if hits:
+        result.metrics["runtime_limits"] = dict(hits)
+    return result

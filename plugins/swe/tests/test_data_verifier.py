@@ -88,12 +88,12 @@ def test_django_runner_output():
                    "test_new_style (model_fields.tests.X)": ERROR, "test_skip (a.b.C)": "SKIPPED"}
 
 
-async def test_junit_results_for_ids_with_spaces_and_brackets(sandbox):
+async def test_channel_results_for_ids_with_spaces_and_brackets(sandbox):
     (sandbox.workspace / "test_ids.py").write_text(
         "import pytest\n\n@pytest.mark.parametrize('v', [1, 2], ids=['one two', 'a[b]'])\n"
         "def test_p(v):\n    assert v == 1\n\nclass TestK:\n    def test_m(self):\n        print('PASSED test_ids.py::test_p[a[b]]')\n")
     run = await run_tests(sandbox, {"repo": "x"}, ["test_ids.py::test_p[one two]"])
-    assert run.report == "junit"
+    assert run.report == "channel" and run.exit_code == 1 and run.problems == []
     assert lookup(run.results, "test_ids.py::test_p[one two]") == PASSED
     assert lookup(run.results, "test_ids.py::test_p[a[b]]") == FAILED  # printed text does not count
     assert lookup(run.results, "test_ids.py::TestK::test_m") == PASSED
@@ -117,7 +117,7 @@ def test_generator_end_to_end(generated):
 async def test_verifier_rewards_only_real_fixes(generated):
     inst = load_instances(DataSpec(path=str(generated)))[0]
     gold = await verify_patch(inst, inst.data["patch"])
-    assert gold.reward == 1.0 and gold.metrics["report"] == "junit"
+    assert gold.reward == 1.0 and gold.metrics["report"] == "channel", gold.metrics
     assert gold.metrics["fail_to_pass"] == f"{len(inst.data['FAIL_TO_PASS'])}/{len(inst.data['FAIL_TO_PASS'])}"
     empty = await verify_patch(inst, "")
     assert empty.reward == 0.0 and empty.metrics["tests"][inst.data["FAIL_TO_PASS"][0]] in (FAILED, ERROR)
