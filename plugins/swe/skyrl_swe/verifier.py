@@ -272,8 +272,9 @@ def read_channel(lines: list[str], exit_code: int | None) -> tuple[dict[str, str
             collected = list(event.get("ids") or [])
         elif kind == "report":
             key = (str(event.get("id")), str(event.get("when")))
-            if key in phases:
+            if key in phases:  # the first report stands; a second one can only be injected
                 problems.append(f"the {key[1]} phase of {key[0]} was reported twice")
+                continue
             phases[key] = event
         elif kind == "finish":
             finish.append(event.get("exitstatus"))
