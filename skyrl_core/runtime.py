@@ -389,7 +389,9 @@ class LocalSandbox(Runtime):
         for path in dict.fromkeys([*_interpreter_paths(), *self.ro_paths]):
             if not path.startswith(SYSTEM_DIRS):
                 mounts += _ro_bind(path, made)
-        mounts += [*_ro_bind(ws, made, "--bind"), "--setenv", "HOME", ws]
+        # the skeleton root bubblewrap builds (mount points, /etc) read-only too: the sandbox writes only its
+        # workspace and /tmp
+        mounts += [*_ro_bind(ws, made, "--bind"), "--remount-ro", "/", "--setenv", "HOME", ws]
         # the process limit is set inside the sandbox's user namespace, where the kernel counts only its processes
         nproc = int(self.spec.max_processes)
         limiter = ["bash", "-c", f'ulimit -S -H -u {nproc} || exit 126; exec "$@"', "skyrl-limits"]
