@@ -73,8 +73,8 @@ class ExecResult:
 class RuntimeSpec:
     """Runtime settings from config. ``cpu_time_s`` (seconds) and ``memory_mb`` (address space, MiB) bound each
     process of a command; ``max_processes`` bounds the processes and threads alive in the sandbox at once;
-    ``max_file_mb`` the size of any one file written; ``disk_mb`` the workspace's disk use (checked every second
-    while a command runs; the command is killed when over); ``tmp_mb`` the private ``/tmp`` (RAM-backed);
+    ``max_file_mb`` the size of any one file written; ``disk_mb`` the workspace's disk use (measured every 0.2 s
+    while a command runs, less often on a large workspace; the command is killed when over); ``tmp_mb`` the private ``/tmp`` (RAM-backed);
     ``max_output_chars`` caps what a command returns (head and tail kept); ``network`` allows network access (off
     by default); ``isolation`` is ``bubblewrap`` (refuse to start without it) or ``none`` (plain host
     subprocesses, logged once per process); ``source`` is a directory copied into the workspace at start;
