@@ -331,7 +331,8 @@ class LocalSandbox(Runtime):
     """Commands in a temporary workspace under bubblewrap (see the module doc for what a sandbox sees).
 
     ``ro_paths``: extra host directories mounted read-only at the same place (a task's environment); a plugin
-    runtime appends to it before its first ``exec``. Raises SandboxUnavailable from ``start`` when bubblewrap
+    runtime appends to it before its first ``exec``, and sets ``host_venv`` False when its environment replaces
+    the host's venv (the base interpreter stays mounted). Raises SandboxUnavailable from ``start`` when bubblewrap
     cannot isolate commands and the spec does not say ``isolation: none``."""
 
     name = "sandbox"
@@ -343,6 +344,7 @@ class LocalSandbox(Runtime):
         self.bwrap = shutil.which("bwrap") if self.spec.isolation == "bubblewrap" else None
         self.isolation = "bubblewrap" if self.bwrap else "none"
         self.ro_paths: list[str] = []
+        self.host_venv = True  # the host's venv is mounted (read-only) unless a task brings its own environment
         self._groups: set[int] = set()
         self._tmp: str | None = None
         self._drop: tuple[int, int] | None = None
@@ -387,7 +389,7 @@ class LocalSandbox(Runtime):
                 mounts += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
         # the private /tmp first: what is bound below it (a workspace, an environment) then shows through
         mounts += ["--perms", "1777", "--size", str(int(self.spec.tmp_mb) * 1024 * 1024), "--tmpfs", "/tmp"]
-        for path in dict.fromkeys([*_interpreter_paths(), *self.ro_paths]):
+        for path in dict.fromkeys([*_interpreter_paths(self.host_venv), *self.ro_paths]):
             if not path.startswith(SYSTEM_DIRS):
                 mounts += _ro_bind(path, made)
         # the skeleton root bubblewrap builds (mount points, /etc) read-only too: the sandbox writes only its
@@ -546,9 +548,10 @@ def _disk_mb(root: Path | None) -> float:
         return 0.0
 
 
-def _interpreter_paths() -> list[str]:
-    """Directories the current Python needs: its prefix, base prefix and the real location of its binary."""
-    paths = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))}
+def _interpreter_paths(venv: bool = True) -> list[str]:
+    """Directories the current Python needs: its base prefix and the real location of its binary, and its
+    prefix (the host venv) when ``venv``."""
+    paths = {sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))} | ({sys.prefix} if venv else set())
     return sorted(p for p in paths if p and os.path.isdir(p))
 
 

@@ -28,7 +28,6 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 import tarfile
 import tempfile
 import threading
@@ -116,9 +115,11 @@ def workspace_diff(workspace: Path, git_dir: Path) -> str:
 class RepoEnvironments:
     """One Python environment per repository version, built once (process- and file-locked) and reused.
 
-    An environment is a venv that sees the host interpreter's packages (through a ``.pth`` file, so pytest is
-    there) plus the instance's ``requirements`` installed into it; the sandbox mounts it read-only. Key:
-    ``env_key`` in the instance data, else ``repo@version``.
+    An environment is a venv of the host's base interpreter holding only what the row asks for: pytest (the row's
+    ``pytest`` pin, else the latest), its ``requirements`` and ``pip_packages``, installed with pip from the
+    package index. It sees none of the host venv's site-packages (so no host pytest plugin leaks in), and the
+    sandbox mounts it read-only in place of the host venv. Key: ``env_key`` in the instance data, else
+    ``repo@version``, plus a hash of what is installed. Raises RuntimeError naming the packages when pip fails.
     """
 
     def __init__(self, root: Path | None = None) -> None:
@@ -127,15 +128,19 @@ class RepoEnvironments:
         self._guard = threading.Lock()
 
     @staticmethod
-    def key_for(data: dict) -> str:
+    def packages_for(data: dict) -> list[str]:
+        extra = data.get("pip_packages") or []
+        if isinstance(extra, str):
+            extra = extra.split()
+        return [str(data.get("pytest") or "pytest"), *(data.get("requirements") or []), *extra]
+
+    @classmethod
+    def key_for(cls, data: dict) -> str:
         key = data.get("env_key") or f"{data.get('repo', 'repo')}@{data.get('version') or 'any'}"
-        reqs = data.get("requirements") or []
-        if reqs:
-            key += "+" + hashlib.sha1("\n".join(sorted(reqs)).encode()).hexdigest()[:8]
-        return key
+        return key + "+" + hashlib.sha1("\n".join(sorted(cls.packages_for(data))).encode()).hexdigest()[:8]
 
     def path_for(self, key: str) -> Path:
-        slug = "".join(c if c.isalnum() or c in "-_.@" else "_" for c in key)
+        slug = "".join(c if c.isalnum() or c in "-_.@+" else "_" for c in key)
         return self.root / slug
 
     def get(self, data: dict) -> Path:
@@ -151,30 +156,26 @@ class RepoEnvironments:
             with open(self.root / (path.name + ".lock"), "w") as fh:
                 fcntl.flock(fh, fcntl.LOCK_EX)
                 if not (path / ".skyrl-env.json").exists():
-                    self._build(path, key, data.get("requirements") or [])
+                    self._build(path, key, self.packages_for(data))
         return path
 
-    def _build(self, path: Path, key: str, requirements: list[str]) -> None:
+    def _build(self, path: Path, key: str, packages: list[str]) -> None:
         # built in place (venv scripts hard-code their directory); the marker file is written last
         if path.exists():
             shutil.rmtree(path)
+        base = getattr(sys, "_base_executable", None) or sys.executable
         try:
-            subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True,
-                           capture_output=True)
+            subprocess.run([base, "-m", "venv", "--without-pip", str(path)], check=True, capture_output=True)
             python = path / "bin" / "python"
-            purelib = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                          check=True, capture_output=True, text=True).stdout.strip())
-            host = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
-            (purelib / "_skyrl_host_packages.pth").write_text("\n".join(sorted(host)) + "\n")
-            (path / "bin" / "pytest").write_text('#!/bin/sh\nexec "$(dirname "$0")/python" -m pytest "$@"\n')
-            (path / "bin" / "pytest").chmod(0o755)
-            if requirements:
-                proc = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
-                                       *requirements], capture_output=True, text=True)
-                if proc.returncode != 0:
-                    raise RuntimeError(f"building the environment {key} failed: pip install "
-                                       f"{' '.join(requirements)}: {proc.stderr[-2000:]}")
-            (path / ".skyrl-env.json").write_text(json.dumps({"key": key, "requirements": requirements}))
+            proc = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
+                                   *packages], capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise RuntimeError(f"building the environment {key} failed: pip install {' '.join(packages)}: "
+                                   f"{proc.stderr[-2000:]}")
+            for p in [path, *path.rglob("*")]:  # readable by the unprivileged sandbox user
+                if not p.is_symlink():
+                    p.chmod(p.stat().st_mode | 0o444 | (0o111 if p.is_dir() else 0))
+            (path / ".skyrl-env.json").write_text(json.dumps({"key": key, "packages": packages}))
         except BaseException:
             shutil.rmtree(path, ignore_errors=True)
             raise
@@ -252,6 +253,7 @@ class SweSandbox(LocalSandbox):
         self.base_commit = init_baseline(self.workspace, self._base_git())
         self.env_dir = ENVIRONMENTS.get(data)
         self.ro_paths.append(str(self.env_dir))
+        self.host_venv = False
         self.tool_env = exec_env(self.workspace, self.env_dir)
         self.prepared = True
 
