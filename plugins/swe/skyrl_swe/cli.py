@@ -24,9 +24,24 @@ def generate_command(
     kind: Optional[list[str]] = typer.Option(None, "--kind", help="Mutation kinds (flip_comparison, drop_branch, "
                                              "off_by_one, swap_arguments); default all."),
     requirement: Optional[list[str]] = typer.Option(None, "--requirement", help="Extra packages the tests need."),
+    to: Optional[str] = typer.Option(None, "--to", help="A later release: write one instance from the project's "
+                                     "real history instead (the change from NAME==VERSION to this release)."),
 ) -> None:
-    """Mutate a project's source until its own tests fail, and write SWE-bench-style instances."""
-    from .generator import KINDS, generate
+    """Mutate a project's source until its own tests fail, and write SWE-bench-style instances; with --to, one
+    instance from two releases (the later release's source change is the gold patch, its test change the test
+    patch)."""
+    from .generator import KINDS, generate, generate_from_releases
+
+    if to:
+        if "==" not in project:
+            from skyrl_core.errors import SkyrlError
+
+            raise SkyrlError(f"--to needs the project as NAME==VERSION (got '{project}')")
+        name, old = project.split("==", 1)
+        row = asyncio.run(generate_from_releases(name, old, to, out, requirements=list(requirement or [])))
+        typer.echo(f"{row['instance_id']}: {len(row['FAIL_TO_PASS'])} FAIL_TO_PASS, {len(row['PASS_TO_PASS'])} "
+                   f"PASS_TO_PASS; wrote {out / 'instances.jsonl'}")
+        return
 
     kinds = tuple(kind) if kind else KINDS
     bad = [k for k in kinds if k not in KINDS]

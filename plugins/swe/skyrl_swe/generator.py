@@ -327,3 +327,82 @@ async def generate(project: str | Path, out_dir: str | Path, n: int = 3, seed: i
         for row in instances:
             fh.write(json.dumps(row) + "\n")
     return instances
+
+
+# -- instances from a project's release history -----------------------------------------------------------------
+def tree_patch(old_root: Path, new_root: Path, paths: list[str]) -> str:
+    """A git-style patch turning ``paths`` of ``old_root`` into those of ``new_root`` (files may be new)."""
+    out = []
+    for rel in paths:
+        a, b = old_root / rel, new_root / rel
+        before = a.read_bytes() if a.is_file() else None
+        after = b.read_bytes() if b.is_file() else None
+        if before == after:
+            continue
+        if before is None:
+            body = "".join(difflib.unified_diff([], after.decode("utf-8", "replace").splitlines(keepends=True),
+                                                "/dev/null", f"b/{rel}"))
+            out.append(f"diff --git a/{rel} b/{rel}\nnew file mode 100644\n{body}")
+        elif after is None:
+            body = "".join(difflib.unified_diff(before.decode("utf-8", "replace").splitlines(keepends=True), [],
+                                                f"a/{rel}", "/dev/null"))
+            out.append(f"diff --git a/{rel} b/{rel}\ndeleted file mode 100644\n{body}")
+        else:
+            out.append(gold_patch(rel, before, after))
+    return "".join(out)
+
+
+def _test_files(root: Path) -> list[str]:
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py")
+                  if is_test_file(p.relative_to(root).as_posix()) and ".egg-info" not in p.as_posix())
+
+
+async def generate_from_releases(name: str, old: str, new: str, out_dir: str | Path, timeout_s: float = 600.0,
+                                 requirements: list[str] | None = None) -> dict:
+    """One SWE-bench-style instance from two releases of a project on the package index (its real history): the
+    repository is release ``old``'s source distribution; the gold ``patch`` is the change of its non-test Python
+    files up to release ``new``; the ``test_patch`` the change of its test files. FAIL_TO_PASS are the tests that
+    pass on ``new``'s source and not on ``old``'s (both with ``new``'s tests), PASS_TO_PASS those that pass on
+    both. Writes ``out_dir/instances.jsonl`` (appended) and ``out_dir/repos/<instance_id>/``; returns the row.
+    Raises GeneratorError when the change fixes no test."""
+    old_root, _, _ = await asyncio.to_thread(fetch_sdist, f"{name}=={old}")
+    new_root, _, _ = await asyncio.to_thread(fetch_sdist, f"{name}=={new}")
+    source = sorted(set(source_files(old_root)) | set(source_files(new_root)))
+    tests = sorted(set(_test_files(old_root)) | set(_test_files(new_root)))
+    patch, test_patch = tree_patch(old_root, new_root, source), tree_patch(old_root, new_root, tests)
+    if not patch:
+        raise GeneratorError(f"{name} {old} -> {new}: no non-test Python file changed")
+    iid = f"{name}__{name}-{old}-to-{new}"
+    out = Path(out_dir)
+    repo_dir = out / "repos" / iid
+    if repo_dir.exists():
+        shutil.rmtree(repo_dir)
+    shutil.copytree(old_root, repo_dir, ignore=shutil.ignore_patterns("__pycache__", ".skyrl-unpacked"))
+    base_data = {"repo": name, "version": old, "repo_dir": str(repo_dir), "requirements": requirements or []}
+    spec = RuntimeSpec(type="swe_sandbox", cpu_time_s=int(timeout_s), memory_mb=4096)
+    from .verifier import apply_patch
+
+    results = []
+    for fix in ("", patch):  # before and after the fix, both with the new tests
+        runtime = SweSandbox(spec, instance=Instance(id=iid, data=base_data))
+        await runtime.start()
+        try:
+            for p in (fix, test_patch):
+                ok, how = await apply_patch(runtime, p)
+                if not ok:
+                    raise GeneratorError(f"{name} {old} -> {new}: a release diff does not apply: {how}")
+            results.append(await run_suite(runtime, [], timeout_s))
+        finally:
+            await runtime.close()
+    (before, messages), (after, _) = results
+    f2p = sorted(t for t, s in after.items() if s == PASSED and before.get(t) != PASSED)
+    p2p = sorted(t for t, s in after.items() if s == PASSED and before.get(t) == PASSED)
+    if not f2p:
+        raise GeneratorError(f"{name} {old} -> {new}: no test passes after the change that failed before it")
+    row = {"instance_id": iid, "repo": name, "version": old, "base_commit": f"{name}-{old}",
+           "problem_statement": problem_statement(name, f2p, messages), "patch": patch, "test_patch": test_patch,
+           "FAIL_TO_PASS": f2p, "PASS_TO_PASS": p2p, "repo_dir": f"repos/{iid}", "requirements": requirements or [],
+           "test_cmd": "pytest", "created_by": f"skyrl swe generate {name}=={old} --to {new}"}
+    with (out / "instances.jsonl").open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(row) + "\n")
+    return row

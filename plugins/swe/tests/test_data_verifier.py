@@ -165,3 +165,25 @@ async def test_swe_task_with_the_sandbox_and_submit(generated):
         assert result.reward == 1.0, result.metrics
     finally:
         await rt.close()
+
+
+@pytest.mark.slow
+async def test_an_instance_from_real_release_history_scores_gold_1_and_empty_0(tmp_path):
+    """inflection 0.3.1 -> 0.4.0 (sdists from the package index): the release's own fix and tests."""
+    from skyrl_swe.generator import GeneratorError, generate_from_releases
+
+    try:
+        row = await generate_from_releases("inflection", "0.3.1", "0.4.0", tmp_path)
+    except GeneratorError as exc:
+        if "could not download" in str(exc):
+            pytest.skip(f"the package index is unreachable: {exc}")
+        raise
+    assert "inflection.py" in row["patch"] and "test_inflection.py" in row["test_patch"]
+    assert "test_inflection.py" not in row["patch"]
+    assert any("passerby" in t for t in row["FAIL_TO_PASS"]) and len(row["PASS_TO_PASS"]) > 400
+    inst = load_instances(DataSpec(path=str(tmp_path / "instances.jsonl")))[0]
+    gold = await verify_patch(inst, inst.data["patch"])
+    assert gold.reward == 1.0 and "error_eval" not in gold.metrics, gold.metrics
+    empty = await verify_patch(inst, "")
+    assert empty.reward == 0.0 and empty.metrics["fail_to_pass"] == f"0/{len(row['FAIL_TO_PASS'])}"
+    assert empty.metrics["pass_to_pass"] == f"{len(row['PASS_TO_PASS'])}/{len(row['PASS_TO_PASS'])}"
