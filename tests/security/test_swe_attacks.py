@@ -130,15 +130,17 @@ async def test_git_filters_textconv_fsmonitor_and_hooks_never_run_on_the_host(pr
 async def test_workspace_history_holds_only_the_base_commit(tmp_path, outside):
     mirror = outside / "mirror" / "acme__widgets"
     mirror.mkdir(parents=True)
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run(git + ["init", "-q"], cwd=mirror, check=True)
-    (mirror / "mod.py").write_text("VERSION = 1\n")
-    subprocess.run(git + ["add", "."], cwd=mirror, check=True)
-    subprocess.run(git + ["commit", "-qm", "base"], cwd=mirror, check=True)
-    base = subprocess.run(["git", "rev-parse", "HEAD"], cwd=mirror, capture_output=True, text=True).stdout.strip()
-    (mirror / "mod.py").write_text("VERSION = 2  # SKYRL-FUTURE-FIX\n")
-    subprocess.run(git + ["commit", "-qam", "the future fix"], cwd=mirror, check=True)
-    future = subprocess.run(["git", "rev-parse", "HEAD"], cwd=mirror, capture_output=True, text=True).stdout.strip()
+    subprocess.run(["git", "init", "-q"], cwd=mirror, check=True)
+
+    def commit(content: str, message: str) -> str:
+        (mirror / "mod.py").write_text(content)
+        for args in (["add", "mod.py"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message]):
+            subprocess.run(["git", *args], cwd=mirror, check=True, capture_output=True)
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=mirror, capture_output=True,
+                              text=True).stdout.strip()
+
+    base = commit("VERSION = 1\n", "base")
+    future = commit("VERSION = 2  # SKYRL-FUTURE-FIX\n", "the future fix")
     instances = outside / "instances.jsonl"
     instances.write_text(json.dumps({"instance_id": "acme__widgets-1", "patch": "SKYRL-GOLD-PATCH"}) + "\n")
     instances.chmod(0o644)
