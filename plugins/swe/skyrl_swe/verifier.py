@@ -321,13 +321,13 @@ _DJANGO_RAN = re.compile(r"^Ran (\d+) tests? in ", re.MULTILINE)
 
 
 def django_problems(output: str, results: dict[str, str], exit_code: int | None) -> list[str]:
-    """Cross-checks of a Django runner's text: one ``Ran N tests`` line, N result lines, and an exit code that
-    agrees with them (printed forgeries add lines or a second count)."""
+    """Cross-checks of a Django runner's text: one ``Ran N tests`` line, at most N result lines, and an exit code
+    that agrees with them (printed forgeries add lines or a second count)."""
     problems = []
     ran = _DJANGO_RAN.findall(output)
     if len(ran) != 1:
         problems.append(f"the runner printed {len(ran)} 'Ran N tests' lines (expected one)")
-    elif int(ran[0]) != len(_DJANGO_RESULT.findall(output)):
+    elif len(_DJANGO_RESULT.findall(output)) > int(ran[0]):  # fewer is a docstring or subtest layout, more forged
         problems.append(f"the runner says it ran {ran[0]} tests but printed "
                         f"{len(_DJANGO_RESULT.findall(output))} result lines")
     failed = any(v in (FAILED, ERROR) for v in results.values())
