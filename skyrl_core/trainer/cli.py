@@ -28,6 +28,9 @@ def train_command(
                                                               "data.limit=4."),
     output: Optional[str] = typer.Option(None, "--output", "-o", help="Run directory (default runs/<config name>)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --output from its latest checkpoint."),
+    accept_data_change: bool = typer.Option(False, "--accept-data-change",
+                                            help="With --resume: continue although the keys that decide the data "
+                                                 "order changed (train instances may then repeat or be skipped)."),
 ) -> None:
     """Train an agent with RL: rollouts -> training data -> train step -> weight sync, with eval, checkpoints,
     metrics (metrics.jsonl, TensorBoard/W&B when enabled) and a final plot (training.png)."""
@@ -73,7 +76,8 @@ def train_command(
                       f"{_fmt(record.get('train/loss'), '.4f')}, rollout {_fmt(record.get('rollout_s'), '.0f')} s, "
                       f"train {_fmt(record.get('train_s'), '.0f')} s", highlight=False, soft_wrap=True)
 
-    run = TrainRun(cfg, out, resume=resume, on_step=on_step, on_rollout=on_rollout)
+    run = TrainRun(cfg, out, resume=resume, on_step=on_step, on_rollout=on_rollout,
+                   accept_data_change=accept_data_change)
     with progress:
         if resume:
             progress.update(task, completed=0)
