@@ -13,10 +13,11 @@ Every datum carries its trajectory's reward and advantage; ``is_last_step`` mark
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 from .advantages import compute_advantages, zero_advantage_groups
-from .transitions import Datum, Trajectory, TrainingBatch, Transition
+from .transitions import ERROR_EVAL, Datum, Trajectory, TrainingBatch, Transition
 
 
 def pack_transitions(transitions: Sequence[Transition]) -> list[dict]:
@@ -56,12 +57,30 @@ def pack_transitions(transitions: Sequence[Transition]) -> list[dict]:
     return seqs
 
 
+def guard_reward(trajectory: Trajectory) -> bool:
+    """Fail a trajectory whose reward is not a finite number (``error_eval``, reward 0, loss-masked) so that
+    one bad reward costs one trajectory, not the step: the advantages of its group would be NaN. The rollout
+    session already checks its verifiers' rewards; this catches rewards set on any other path (a custom
+    rollout, a backend bridge). Returns True when the trajectory was failed here."""
+    try:
+        value = float(trajectory.reward)
+        finite = math.isfinite(value) and not isinstance(trajectory.reward, bool)
+    except (TypeError, ValueError):
+        finite = False
+    if finite:
+        return False
+    trajectory.fail(ERROR_EVAL, f"reward {trajectory.reward!r} is not a finite number")
+    trajectory.reward = 0.0
+    return True
+
+
 def build_training_batch(trajectories: Sequence[Trajectory], advantage: str = "rloo", std_normalize: bool = False,
                          skip_zero_advantage: bool = True) -> TrainingBatch:
     """Turn a step's trajectories into a TrainingBatch (packing, masks, advantages).
 
     Advantages come from :func:`skyrl_core.advantages.compute_advantages` over *all* trajectories (masked ones
-    keep their reward in the group baseline). Masked trajectories yield data with ``loss_mask`` 0. With
+    keep their reward in the group baseline); a trajectory whose reward is not finite is first failed
+    (:func:`guard_reward`). Masked trajectories yield data with ``loss_mask`` 0. With
     ``skip_zero_advantage`` the data of groups whose rewards are all equal are left out (their gradient is zero;
     computing it only costs time); they are counted in ``zero_advantage_groups``. Trajectories without
     transitions (failed before their first LLM call) yield no data.
@@ -72,6 +91,8 @@ def build_training_batch(trajectories: Sequence[Trajectory], advantage: str = "r
     ``generated_tokens``, ``reward_mean``, ``advantage_abs_mean``.
     """
     trajectories = list(trajectories)
+    for traj in trajectories:
+        guard_reward(traj)
     rewards = [float(t.reward) for t in trajectories]
     groups = [t.group_id for t in trajectories]
     advs = compute_advantages(rewards, groups, method=advantage, std_normalize=std_normalize,
