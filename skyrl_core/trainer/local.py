@@ -29,7 +29,7 @@ import torch
 from ..backends import Backend
 from ..errors import ConfigError, SkyrlError
 from ..transitions import Datum, TrainingBatch
-from .losses import entropy_from_logits, kl_penalty, policy_loss
+from .losses import entropy_from_logits, kl_penalty, masked_mean, policy_loss
 from .memory import release_freed_memory
 
 log = logging.getLogger(__name__)
@@ -338,9 +338,11 @@ class LocalBackend(Backend):
         loss, m = policy_loss(lp, old, mb["advantages"], mask, clip_low=bc.clip, clip_high=bc.clip_high,
                               tis_cap=bc.tis_cap, rollout_logprobs=mb.get("rollout_logprobs"))
         if bc.kl_coef > 0:
-            kl = kl_penalty(lp, self._ref_logprobs(mb), mask)
+            ref = self._ref_logprobs(mb)
+            kl = kl_penalty(lp, ref, mask)
             loss = loss + bc.kl_coef * kl
-            m["kl"] = float(kl.detach())
+            m["kl_policy_ref_k3"] = float(kl.detach())
+            m["kl_policy_ref_k1"] = float(masked_mean(lp.detach() - ref, mask))
         if bc.entropy_coef > 0:
             ent = (entropy_from_logits(logits) * mask).sum() / mask.sum().clamp(min=1.0)
             loss = loss - bc.entropy_coef * ent
