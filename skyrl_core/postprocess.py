@@ -78,15 +78,18 @@ def build_training_batch(trajectories: Sequence[Trajectory], advantage: str = "r
                          skip_zero_advantage: bool = True) -> TrainingBatch:
     """Turn a step's trajectories into a TrainingBatch (packing, masks, advantages).
 
-    Advantages come from :func:`skyrl_core.advantages.compute_advantages` over *all* trajectories (masked ones
-    keep their reward in the group baseline); a trajectory whose reward is not finite is first failed
-    (:func:`guard_reward`). Masked trajectories yield data with ``loss_mask`` 0. With
+    Advantages come from :func:`skyrl_core.advantages.compute_advantages` over the trajectories that yield data
+    (masked ones keep their reward in the group baseline); a trajectory whose reward is not finite is first
+    failed (:func:`guard_reward`). **Baseline rule:** a trajectory without transitions (failed before its
+    first LLM call: a runtime that did not start) yields no datum and is left out of its group's baseline —
+    the policy generated nothing, so its reward 0 says nothing about it. Every backend sees the same rule,
+    because a bridge that recomputes advantages from the data (VeRL) only sees trajectories with a datum. Masked trajectories yield data with ``loss_mask`` 0. With
     ``skip_zero_advantage`` the data of groups whose rewards are all equal are left out (their gradient is zero;
     computing it only costs time); they are counted in ``zero_advantage_groups``. Trajectories without
     transitions (failed before their first LLM call) yield no data.
 
     Metrics (all floats): ``trajectories``, ``groups``, ``masked_trajectories``, ``failed_trajectories`` (with
-    an error), ``zero_advantage_groups``, ``data``, ``calls``, ``tokens_packed`` and ``tokens_unpacked``
+    an error), ``trajectories_without_data`` (out of the baselines), ``zero_advantage_groups``, ``data``, ``calls``, ``tokens_packed`` and ``tokens_unpacked``
     (prompt + response tokens, of the kept data), ``packing_saving`` (0..1), ``response_tokens``,
     ``generated_tokens``, ``reward_mean``, ``advantage_abs_mean``.
     """
@@ -95,9 +98,15 @@ def build_training_batch(trajectories: Sequence[Trajectory], advantage: str = "r
         guard_reward(traj)
     rewards = [float(t.reward) for t in trajectories]
     groups = [t.group_id for t in trajectories]
-    advs = compute_advantages(rewards, groups, method=advantage, std_normalize=std_normalize,
-                              masked=[t.masked for t in trajectories])
-    zero = zero_advantage_groups(rewards, groups) if advantage != "none" else set()
+    # the baseline rule every backend shares: a trajectory without a datum is not in its group's baseline
+    scored = [i for i, t in enumerate(trajectories) if t.transitions]
+    scored_advs = compute_advantages([rewards[i] for i in scored], [groups[i] for i in scored], method=advantage,
+                                     std_normalize=std_normalize, masked=[trajectories[i].masked for i in scored])
+    advs = [0.0] * len(trajectories)
+    for i, adv in zip(scored, scored_advs):
+        advs[i] = adv
+    zero = (zero_advantage_groups([rewards[i] for i in scored], [groups[i] for i in scored])
+            if advantage != "none" else set())
     data: list[Datum] = []
     calls = packed = unpacked = generated = 0
     for traj, adv in zip(trajectories, advs):
@@ -121,6 +130,7 @@ def build_training_batch(trajectories: Sequence[Trajectory], advantage: str = "r
         "groups": float(len(set(groups))),
         "masked_trajectories": float(sum(t.masked for t in trajectories)),
         "failed_trajectories": float(sum(t.error is not None for t in trajectories)),
+        "trajectories_without_data": float(len(trajectories) - len(scored)),
         "zero_advantage_groups": float(len(zero)),
         "data": float(len(data)),
         "calls": float(calls),

@@ -46,6 +46,24 @@ def raising_verifier(trajectory, runtime, instance):
     raise KeyError("expected field 'solution' missing")
 
 
+VERIFIER_THREADS: list[str] = []
+
+
+def bad_reward_verifier(trajectory, runtime, instance):
+    """Rewards that would poison the group's advantages: NaN, +inf, a string, None."""
+    return {"a": VerifierResult(reward=float("nan")), "b": float("inf"), "c": VerifierResult(reward="1")}[instance.id]
+
+
+def blocking_verifier(trajectory, runtime, instance):
+    """A synchronous verifier that blocks for 1 s (as a subprocess-based test run does)."""
+    import threading
+    import time
+
+    VERIFIER_THREADS.append(threading.current_thread().name)
+    time.sleep(1.0)
+    return 1.0
+
+
 class BrokenRuntime(LocalSandbox):
     name = "broken_rt"
 
@@ -84,6 +102,8 @@ class FakePlugin:
     def register_verifiers(self, register):
         register(workspace_verifier, name="arith_check")
         register(raising_verifier, name="raises")
+        register(bad_reward_verifier, name="bad_reward")
+        register(blocking_verifier, name="blocking")
 
     @hookimpl
     def register_runtimes(self, register):
@@ -241,3 +261,46 @@ async def test_gsm8k_split_and_engine_from_the_registry(plugins):
         assert session.engine.name == "hf" and session.chat.tools_in_template is False
     finally:
         await session.close()
+
+
+async def test_non_finite_and_non_numeric_rewards_end_their_trajectory_error_eval(registry, engine):
+    cfg = config(tasks=[TaskConfig(name="arith", verifier="bad_reward")])
+    session = await RolloutSession.create(cfg, engine=AnswerFromPrompt(engine, run_model=False), registry=registry)
+    trajs, _ = await session.rollout(session.load_instances("eval"), n_samples=2)
+    by_id = {t.instance_id: t for t in trajs}
+    assert {t.finish_reason for t in trajs} == {"error_eval"}
+    assert all(t.masked and t.reward == 0.0 for t in trajs)
+    assert "verifier 'bad_reward' returned a non-finite reward nan" in by_id["a"].error
+    assert "non-finite reward inf" in by_id["b"].error
+    assert "returned reward '1' (str)" in by_id["c"].error
+    # the step goes on: the batch builds, with finite advantages
+    from skyrl_core.postprocess import build_training_batch
+
+    batch = build_training_batch(trajs)
+    assert batch.metrics["failed_trajectories"] == 6.0 and batch.metrics["reward_mean"] == 0.0
+
+
+async def test_a_synchronous_verifier_runs_off_the_event_loop(registry, engine):
+    import threading
+    import time
+
+    VERIFIER_THREADS.clear()
+    cfg = config(tasks=[TaskConfig(name="arith", verifier="blocking")])
+    session = await RolloutSession.create(cfg, engine=AnswerFromPrompt(engine, run_model=False), registry=registry)
+    ticks: list[float] = []
+
+    async def ticker():
+        while True:
+            ticks.append(time.perf_counter())
+            await asyncio.sleep(0.05)
+
+    tick = asyncio.create_task(ticker())
+    t0 = time.perf_counter()
+    trajs, _ = await session.rollout(session.load_instances("eval"), n_samples=1)
+    wall = time.perf_counter() - t0
+    tick.cancel()
+    assert [t.reward for t in trajs] == [1.0, 1.0, 1.0]
+    assert len(VERIFIER_THREADS) == 3 and threading.main_thread().name not in VERIFIER_THREADS
+    assert wall < 2.5  # three 1 s verifiers overlapped (on the loop they would take 3 s)
+    gaps = [b - a for a, b in zip(ticks, ticks[1:])]
+    assert max(gaps) < 0.5  # the loop kept running while they blocked
