@@ -304,3 +304,34 @@ async def test_a_synchronous_verifier_runs_off_the_event_loop(registry, engine):
     assert wall < 2.5  # three 1 s verifiers overlapped (on the loop they would take 3 s)
     gaps = [b - a for a, b in zip(ticks, ticks[1:])]
     assert max(gaps) < 0.5  # the loop kept running while they blocked
+
+
+async def test_every_sample_of_every_round_gets_its_own_reproducible_seed(registry, engine):
+    from skyrl_core.rollout import sample_seed, sampling_params
+
+    class RecordSeeds(AnswerFromPrompt):
+        def __init__(self, inner):
+            super().__init__(inner, run_model=False)
+            self.seeds: list[int] = []
+
+        async def generate(self, input_ids, sampling):
+            self.seeds.append(sampling.seed)
+            return await super().generate(input_ids, sampling)
+
+    cfg = config()
+    eng = RecordSeeds(engine)
+    session = await RolloutSession.create(cfg, engine=eng, registry=registry)
+    items = session.load_instances("eval")
+    sampling = sampling_params(cfg, seed=7)
+    per_round = {}
+    for name in ("step-1", "step-2", "step-1"):
+        eng.seeds.clear()
+        trajs, _ = await session.rollout(items, n_samples=2, sampling=sampling, seed_round=name)
+        per_trajectory = {(t.group_id, t.sample_index) for t in trajs}
+        assert len(per_trajectory) == 6
+        seeds = set(eng.seeds)
+        assert len(seeds) == 6  # one seed per (instance, sample); both LLM calls of a trajectory share it
+        assert seeds == {sample_seed(7, name, g, k) for g, k in per_trajectory}
+        per_round.setdefault(name, []).append(seeds)
+    assert per_round["step-1"][0] == per_round["step-1"][1]  # reproducible
+    assert not per_round["step-1"][0] & per_round["step-2"][0]  # a new step draws new seeds
