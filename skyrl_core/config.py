@@ -120,14 +120,18 @@ class LoraConfig:
 
 @attrs.define
 class BackendConfig:
-    """Training backend. ``type``: local | a bridge plugin's (verl, tinker, skyrl_train). ``advantage``: rloo
-    (default, Ahmadian et al. 2024), grpo, none. ``clip`` is PPO's epsilon; ``kl_coef``/``entropy_coef`` 0 by
+    """Training backend. ``type``: local | a bridge plugin's (verl, tinker, skyrl_train). ``advantage`` names an
+    advantage estimator: rloo (default, Ahmadian et al. 2024), grpo, none, or a plugin's
+    (``register_advantage_estimators``). ``policy_loss`` names a policy loss: ppo_clip (default, token-level
+    PPO clip), gspo (sequence-level, Zheng et al. 2025), reinforce (unclipped), or a plugin's
+    (``register_policy_losses``). ``clip`` is PPO's epsilon; ``kl_coef``/``entropy_coef`` 0 by
     default; ``tis_cap`` enables truncated importance sampling (Yao et al. 2025) with that cap;
     ``micro_batch_tokens`` bounds tokens per forward/backward (gradient accumulation)."""
 
     type: str = "local"
     lr: float = 1.0e-6
-    advantage: Literal["rloo", "grpo", "none"] = "rloo"
+    advantage: str = "rloo"
+    policy_loss: str = "ppo_clip"
     std_normalize: bool = False
     clip: float = 0.2
     clip_high: float | None = None
@@ -178,11 +182,14 @@ class TrainConfig:
 
 @attrs.define
 class LoggingConfig:
-    """Where metrics go: jsonl always; TensorBoard and Weights & Biases when enabled."""
+    """Where metrics go: jsonl always; TensorBoard and Weights & Biases when enabled; ``loggers`` names more
+    registered loggers (``register_loggers``: the built-ins ``jsonl``, ``tensorboard``, ``wandb`` or a
+    plugin's)."""
 
     jsonl: bool = True
     tensorboard: bool = False
     wandb: bool = False
+    loggers: list[str] = attrs.Factory(list)
     wandb_project: str = "skyrl"
     trajectories_html: int = 8
 

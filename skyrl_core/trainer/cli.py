@@ -13,6 +13,59 @@ from rich.console import Console
 train_app = typer.Typer(rich_markup_mode=None, add_completion=False)
 
 
+PROGRESS_INTERVAL_S = 30.0  # how often a piped run prints where its current phase stands
+
+
+class PipeProgress:
+    """Progress lines for a run whose stderr is not a terminal (a pipe, a log file), where rich's live bar shows
+    nothing: while a phase (``rollouts``, ``eval``) runs, a daemon thread prints ``<phase>: done/total
+    trajectories, <s> s`` every ``interval`` seconds (``SKYRL_PROGRESS_INTERVAL_S``, default 30), so a log under
+    load is never minutes of silence. ``update`` is what ``TrainRun.on_rollout`` calls."""
+
+    def __init__(self, console: Console, interval: float) -> None:
+        import threading
+
+        self.console = console
+        self.interval = interval
+        self.state: tuple[str, int, int, float] | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="skyrl-progress", daemon=True)
+
+    def start(self) -> "PipeProgress":
+        self._thread.start()
+        return self
+
+    def update(self, phase: str, done: int, total: int) -> None:
+        import time
+
+        with self._lock:
+            if done == 0 or self.state is None or self.state[0] != phase:
+                self.state = (phase, done, total, time.monotonic())
+            else:
+                self.state = (phase, done, total, self.state[3])
+            if done >= total:
+                self.state = None
+
+    def line(self) -> str | None:
+        import time
+
+        with self._lock:
+            if self.state is None:
+                return None
+            phase, done, total, since = self.state
+        return f"{phase}: {done}/{total} trajectories, {time.monotonic() - since:.0f} s"
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            text = self.line()
+            if text is not None:
+                self.console.print(text, highlight=False, soft_wrap=True)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
 def default_output(config_path: str) -> Path:
     return Path("runs") / Path(config_path).stem
 
@@ -53,10 +106,18 @@ def train_command(
     task = progress.add_task("", total=cfg.train.steps)
     phase_task = progress.add_task("", total=1, visible=False)
 
+    piped = None
+    if not console.is_terminal:
+        import os
+
+        piped = PipeProgress(console, float(os.environ.get("SKYRL_PROGRESS_INTERVAL_S", PROGRESS_INTERVAL_S)))
+
     def on_rollout(phase: str, done: int, total: int) -> None:
         # the trajectories of the current rollout or eval, so the minutes before a step's line are visible too
         progress.update(phase_task, completed=done, total=max(total, 1), visible=done < total,
                         description=f"{phase}: {done}/{total} trajectories")
+        if piped is not None:
+            piped.update(phase, done, total)
 
     def on_step(record: dict) -> None:
         if record["kind"] == "eval":
@@ -78,10 +139,16 @@ def train_command(
 
     run = TrainRun(cfg, out, resume=resume, on_step=on_step, on_rollout=on_rollout,
                    accept_data_change=accept_data_change)
-    with progress:
-        if resume:
-            progress.update(task, completed=0)
-        summary = asyncio.run(run.run())
+    if piped is not None:
+        piped.start()
+    try:
+        with progress:
+            if resume:
+                progress.update(task, completed=0)
+            summary = asyncio.run(run.run())
+    finally:
+        if piped is not None:
+            piped.stop()
     first, last = summary["eval_first"], summary["eval_last"]
     if first and last:
         console.print(f"eval pass@1: {first['pass@1']:.3f} (step {first['step']}) -> {last['pass@1']:.3f} "

@@ -178,6 +178,8 @@ class TrainRun:
             self.session = await RolloutSession.create(self.config)
         else:
             self.session = await self.session_factory(self.config)
+        # a misspelled estimator fails now, naming the registered ones, not after the first rollout
+        self.session.registry.get("advantage_estimators", self.config.backend.advantage)
         self.backend = create_backend(self.config, self.session.engine)
         self.train_items = self.session.load_instances("train")
         needs_eval = self.config.train.eval_every > 0 or self.config.train.eval_at_start
@@ -187,7 +189,7 @@ class TrainRun:
         if self.resume:
             self._check_fingerprint(existing)
         (self.output / "config.yaml").write_text(config_to_yaml(self.config))
-        self.logger = MetricsLogger(self.output, self.config.logging, self.config.to_dict())
+        self.logger = MetricsLogger(self.output, self.config.logging, self.config)
         if self.resume:
             state = load_checkpoint(existing, self.backend)
             self.step = int(state["step"])

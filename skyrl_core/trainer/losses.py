@@ -72,6 +72,62 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
     return loss, metrics
 
 
+def ppo_clip_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
+                  config, rollout_logprobs: torch.Tensor | None = None) -> tuple[torch.Tensor, dict]:
+    """Policy loss ``ppo_clip`` (the default, the paper's recipe): :func:`policy_loss` with ``config.clip``,
+    ``config.clip_high`` and ``config.tis_cap`` of a BackendConfig."""
+    return policy_loss(logprobs, old_logprobs, advantages, mask, clip_low=config.clip, clip_high=config.clip_high,
+                       tis_cap=config.tis_cap, rollout_logprobs=rollout_logprobs)
+
+
+def reinforce_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
+                   config, rollout_logprobs: torch.Tensor | None = None) -> tuple[torch.Tensor, dict]:
+    """Policy loss ``reinforce``: the unclipped importance-weighted policy gradient ``-A * exp(lp - old)``,
+    token-mean over ``mask`` (Williams 1992; with RLOO advantages the estimator of Ahmadian et al. 2024). On
+    policy (one mini-batch) it equals ``ppo_clip``; with several mini-batches nothing bounds the update."""
+    return policy_loss(logprobs, old_logprobs, advantages, mask, clip_low=float("inf"), clip_high=float("inf"),
+                       tis_cap=config.tis_cap, rollout_logprobs=rollout_logprobs)
+
+
+def gspo_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
+              config, rollout_logprobs: torch.Tensor | None = None) -> tuple[torch.Tensor, dict]:
+    """Policy loss ``gspo``: sequence-level clipping (Zheng et al. 2025, "Group Sequence Policy Optimization",
+    Eq. 5-7). Each row (one datum) gets one ratio, the geometric mean of its tokens' ratios,
+    ``s_i = exp(mean_t (lp - old))`` over its ``mask`` tokens, clipped to ``[1 - clip, 1 + clip_high]``; the
+    loss is ``-mean_i min(s_i A_i, clip(s_i) A_i)`` over rows with at least one loss token, where ``A_i`` is
+    the row's advantage. GSPO's paper uses far smaller clip ranges than token-level PPO (3e-4 / 4e-4): set
+    ``backend.clip`` accordingly. Tensors ``[rows, resp_len]``; metrics ``clip_fraction`` (of sequences),
+    ``ratio_mean``, ``ratio_max`` (sequence ratios) and the sampler KL estimates."""
+    shape = logprobs.shape
+    for name, t in (("old_logprobs", old_logprobs), ("advantages", advantages), ("mask", mask)):
+        if t.shape != shape:
+            raise ValueError(f"gspo_loss: {name} has shape {tuple(t.shape)}, logprobs {tuple(shape)}")
+    clip_low = config.clip
+    clip_high = config.clip if config.clip_high is None else config.clip_high
+    mask = mask.to(logprobs.dtype)
+    lengths = mask.sum(-1)
+    rows = lengths > 0
+    per_row_log_ratio = ((logprobs - old_logprobs.detach()) * mask).sum(-1) / lengths.clamp(min=1.0)
+    ratio = torch.exp(per_row_log_ratio)
+    adv = (advantages.to(logprobs.dtype) * mask).sum(-1) / lengths.clamp(min=1.0)
+    unclipped = ratio * adv
+    clipped = torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high) * adv
+    per_row = -torch.minimum(unclipped, clipped)
+    n_rows = rows.to(logprobs.dtype).sum().clamp(min=1.0)
+    loss = (per_row * rows).sum() / n_rows
+    metrics: dict[str, float] = {}
+    with torch.no_grad():
+        metrics["clip_fraction"] = float((((unclipped - clipped).abs() > 0) & rows).sum() / n_rows)
+        metrics["ratio_mean"] = float((ratio * rows).sum() / n_rows)
+        metrics["ratio_max"] = float(ratio[rows].max()) if rows.any() else 1.0
+    if rollout_logprobs is not None:
+        metrics.update(sampler_kl_metrics(old_logprobs.detach(), rollout_logprobs.to(logprobs.dtype), mask))
+    return loss, metrics
+
+
+POLICY_LOSSES = {"ppo_clip": ppo_clip_loss, "gspo": gspo_loss, "reinforce": reinforce_loss}
+
+
 def kl_estimates(sample_logprobs: torch.Tensor, other_logprobs: torch.Tensor,
                  mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Token-mean estimates of KL(q || p) from tokens sampled from q (Schulman 2020, "Approximating KL
