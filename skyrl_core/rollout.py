@@ -33,6 +33,7 @@ import attrs
 
 from .chat import ChatFormat
 from .costs import StageCostMemory, instance_key, supplied_cost
+from .config import task_agent_config, task_sampling_config
 from .errors import ConfigError
 from .inference.base import SamplingParams
 from .plugins import get_registry
@@ -55,6 +56,10 @@ class _Resolved:
     verifier_name: str
     runtime_spec: RuntimeSpec
     runtime_cls: type
+    agent: Any  # the task's AgentConfig (the run's, with tasks.N.agent / tasks.N.parser applied)
+    parser: Any
+    chat: ChatFormat
+    sampling: dict[str, Any]  # the SamplingParams keys tasks.N.sampling overrides
 
 
 @attrs.define
@@ -177,8 +182,8 @@ class RolloutSession:
         self.engine = engine
         self.owns_engine = owns_engine
         self.chat = ChatFormat(engine.tokenizer, keep_thinking=config.agent.keep_thinking)
-        parser = self.registry.get("parsers", config.agent.parser)
-        self.parser = parser() if isinstance(parser, type) else parser
+        self.parser = self._parser(config.agent.parser)
+        self._chats = {config.agent.keep_thinking: self.chat}
         self._resolved: dict[int, _Resolved] = {}
         self.on_trajectory_done: Callable[[Trajectory], None] | None = None
         self.cost_memory = StageCostMemory()
@@ -243,14 +248,18 @@ class RolloutSession:
 
     # -- a batch -----------------------------------------------------------------------------------------
     async def rollout(self, items: list[tuple[Any, Instance]], n_samples: int,
-                      sampling: SamplingParams | None = None, seed_round: str = "") -> tuple[list[Trajectory], dict]:
+                      sampling: SamplingParams | None = None, seed_round: str = "",
+                      keep: tuple[str, ...] = ()) -> tuple[list[Trajectory], dict]:
         """Roll out each (TaskConfig, Instance) ``n_samples`` times. Returns the trajectories (grouped: the
         samples of one item share a ``group_id``, in item order) and the dispatcher's metrics.
 
         With a sampling seed, sample ``k`` of group ``g`` samples with ``sample_seed(seed, seed_round, g, k)``:
         distinct within a rollout, reproducible across runs; the trainer passes ``step-<n>`` as ``seed_round``
         so every step draws new samples (and a fixed round for its evals, so each eval instance sees the same
-        random numbers at every eval)."""
+        random numbers at every eval).
+
+        A task's ``sampling`` overrides (``tasks.N.sampling``) replace those keys of ``sampling`` for its
+        trajectories, except the keys named in ``keep`` (the trainer keeps its eval temperature this way)."""
         if n_samples < 1:
             raise ConfigError(f"n_samples must be at least 1, got {n_samples}")
         sampling = sampling or sampling_params(self.config)
@@ -282,11 +291,12 @@ class RolloutSession:
         cfg = self.config
 
         def sampling_for(traj: Trajectory) -> SamplingParams:
-            if sampling.seed is None:
-                return sampling
+            own = {k: v for k, v in slots[id(traj)].resolved.sampling.items() if k not in keep}
+            params = attrs.evolve(sampling, **own) if own else sampling
+            if params.seed is None:
+                return params
             # one seed per (round, instance, sample): the samples of a group differ, a new round draws anew
-            return attrs.evolve(sampling, seed=sample_seed(sampling.seed, seed_round, traj.group_id,
-                                                           traj.sample_index))
+            return attrs.evolve(params, seed=sample_seed(params.seed, seed_round, traj.group_id, traj.sample_index))
 
         async def init(traj: Trajectory) -> None:
             slot = slots[id(traj)]
@@ -301,19 +311,21 @@ class RolloutSession:
             if inspect.isawaitable(messages):
                 messages = await messages
             messages = [dict(m) for m in messages]
-            if cfg.agent.system_prompt:
+            system_prompt = slot.resolved.agent.system_prompt
+            if system_prompt:
                 if messages and messages[0].get("role") == "system":
-                    messages[0]["content"] = cfg.agent.system_prompt
+                    messages[0]["content"] = system_prompt
                 else:
-                    messages.insert(0, {"role": "system", "content": cfg.agent.system_prompt})
+                    messages.insert(0, {"role": "system", "content": system_prompt})
             traj.messages = messages
 
         async def run(traj: Trajectory) -> None:
             from .agent import run_agent
 
             slot = slots[id(traj)]
-            await run_agent(traj, engine=self.engine, tools=slot.resolved.tools, parser=self.parser,
-                            chat=self.chat, agent_config=cfg.agent, sampling=sampling_for(traj), ctx=slot.ctx,
+            await run_agent(traj, engine=self.engine, tools=slot.resolved.tools, parser=slot.resolved.parser,
+                            chat=slot.resolved.chat, agent_config=slot.resolved.agent, sampling=sampling_for(traj),
+                            ctx=slot.ctx,
                             engine_timeout_s=cfg.engine.timeout_s)
 
         async def evaluate(traj: Trajectory) -> None:
@@ -355,6 +367,10 @@ class RolloutSession:
             await self.engine.close()
 
     # -- resolution --------------------------------------------------------------------------------------
+    def _parser(self, name: str) -> Any:
+        parser = self.registry.get("parsers", name)
+        return parser() if isinstance(parser, type) else parser
+
     def _resolve(self, tc: Any) -> _Resolved:
         key = id(tc)
         if key in self._resolved:
@@ -371,8 +387,17 @@ class RolloutSession:
         verifier = reg.get("verifiers", verifier_name)
         spec = tc.runtime if tc.runtime is not None else RuntimeSpec(type=task.runtime)
         runtime_cls = reg.get("runtimes", spec.type)
+        index = next((i for i, t in enumerate(self.config.tasks) if t is tc), None)
+        agent = task_agent_config(self.config, index) if index is not None else self.config.agent
+        own_sampling: dict[str, Any] = {}
+        if index is not None and tc.sampling:
+            merged = task_sampling_config(self.config, index)
+            own_sampling = {k: getattr(merged, k) for k in tc.sampling}
+        if agent.keep_thinking not in self._chats:
+            self._chats[agent.keep_thinking] = ChatFormat(self.engine.tokenizer, keep_thinking=agent.keep_thinking)
+        parser = self.parser if agent.parser == self.config.agent.parser else self._parser(agent.parser)
         resolved = _Resolved(task=task, tools=tools, builder=builder, verifier=verifier, verifier_name=verifier_name,
-                             runtime_spec=spec,
-                             runtime_cls=runtime_cls)
+                             runtime_spec=spec, runtime_cls=runtime_cls, agent=agent, parser=parser,
+                             chat=self._chats[agent.keep_thinking], sampling=own_sampling)
         self._resolved[key] = resolved
         return resolved

@@ -49,6 +49,17 @@ def raising_verifier(trajectory, runtime, instance):
 VERIFIER_THREADS: list[str] = []
 
 
+class TextOnlyParser:
+    """A parser that reads every reply as plain text (no tool calls): a task using it ends ``no_tool_call``."""
+
+    name = "text_only"
+
+    def parse(self, text, finish_reason="stop"):
+        from skyrl_core.parsers import ParseResult
+
+        return ParseResult(content=text)
+
+
 def bad_reward_verifier(trajectory, runtime, instance):
     """Rewards that would poison the group's advantages: NaN, +inf, a string, None."""
     return {"a": VerifierResult(reward=float("nan")), "b": float("inf"), "c": VerifierResult(reward="1")}[instance.id]
@@ -93,6 +104,14 @@ class FakePlugin:
     def register_tasks(self, register):
         register(Task(name="arith", description="tiny sums", load=load_arith, instruction_builder="arith",
                       tools=("python", "finish"), verifier="arith_check", runtime="sandbox"))
+
+        register(Task(name="arith_text", description="tiny sums, calls read as plain text", load=load_arith,
+                      instruction_builder="arith", tools=("python", "finish"), verifier="arith_check",
+                      runtime="sandbox"))
+
+    @hookimpl
+    def register_parsers(self, register):
+        register(TextOnlyParser())
 
     @hookimpl
     def register_instruction_builders(self, register):
@@ -335,3 +354,40 @@ async def test_every_sample_of_every_round_gets_its_own_reproducible_seed(regist
         per_round.setdefault(name, []).append(seeds)
     assert per_round["step-1"][0] == per_round["step-1"][1]  # reproducible
     assert not per_round["step-1"][0] & per_round["step-2"][0]  # a new step draws new seeds
+
+
+async def test_each_task_has_its_own_parser_agent_and_sampling_settings(registry, engine):
+    """One run, two tasks: the second reads calls with another parser, has its own system prompt and samples
+    at most 5 tokens; the first keeps the run's settings."""
+
+    class RecordMaxTokens(AnswerFromPrompt):
+        def __init__(self, inner):
+            super().__init__(inner, run_model=False)
+            self.seen: list[tuple[str, int]] = []
+
+        async def generate(self, input_ids, sampling):
+            text = self.tokenizer.decode(input_ids)
+            self.seen.append(("two" if "Task two." in text else "one", sampling.max_tokens))
+            return await super().generate(input_ids, sampling)
+
+    cfg = config(tasks=[TaskConfig(name="arith"),
+                        TaskConfig(name="arith_text", parser="text_only", agent={"system_prompt": "Task two."},
+                                   sampling={"max_tokens": 5})])
+    eng = RecordMaxTokens(engine)
+    session = await RolloutSession.create(cfg, engine=eng, registry=registry)
+    items = session.load_instances("eval")
+    assert [tc.name for tc, _ in items] == ["arith"] * 3 + ["arith_text"] * 3
+    trajs, _ = await session.rollout([items[0], items[3]], n_samples=1)
+    one, two = trajs
+    assert one.task == "arith" and one.finish_reason == "finished" and one.reward == 1.0
+    assert one.tool_calls == {"python": 1, "finish": 1}
+    assert two.task == "arith_text" and two.finish_reason == "no_tool_call" and two.tool_calls == {}
+    assert two.messages[0]["content"].startswith("Task two.") and not one.messages[0]["content"].startswith("Task")
+    assert set(eng.seen) == {("one", 16), ("two", 5)}
+
+    from skyrl_core.trainer.loop import trajectory_summary
+
+    summary = trajectory_summary(trajs)
+    assert summary["reward_mean"] == 0.5
+    assert summary["task/arith/pass_rate"] == 1.0 and summary["task/arith_text/pass_rate"] == 0.0
+    assert summary["task/arith_text/finish/no_tool_call"] == 1.0

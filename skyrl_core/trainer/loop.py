@@ -102,9 +102,21 @@ class DataCursor:
         return out
 
 
-def trajectory_summary(trajectories: Sequence[Any]) -> dict[str, float]:
-    """Rollout figures of a step: reward, pass rate, turns, tool calls, finish reasons, masked/failed counts."""
+def trajectory_summary(trajectories: Sequence[Any], per_task: bool = True) -> dict[str, float]:
+    """Rollout figures of a step: reward, pass rate, turns, tool calls, finish reasons, masked/failed counts.
+
+    When the trajectories come from more than one task (and ``per_task``), the same figures per task follow
+    under ``task/<name>/<figure>`` (``task/gsm8k_steps/pass_rate``, ...): pooled figures hide that one task
+    learns while another does not."""
     n = len(trajectories)
+    tasks = sorted({t.task for t in trajectories})
+    if per_task and len(tasks) > 1:
+        out = trajectory_summary(trajectories, per_task=False)
+        for name in tasks:
+            mine = trajectory_summary([t for t in trajectories if t.task == name], per_task=False)
+            out.update({f"task/{name}/{k}": v for k, v in mine.items()})
+            out[f"task/{name}/trajectories"] = float(sum(t.task == name for t in trajectories))
+        return out
     if not n:
         return {"trajectories": 0.0}
     calls = [sum(t.tool_calls.values()) for t in trajectories]
@@ -284,13 +296,16 @@ class TrainRun:
         t0 = time.perf_counter()
         sampling = sampling_params(cfg, temperature=cfg.train.eval_temperature, seed=self.sampling_seed)
         self._watch_rollout("eval", len(self.eval_items))
-        trajectories, _ = await self.session.rollout(self.eval_items, 1, sampling, seed_round="eval")
+        trajectories, _ = await self.session.rollout(self.eval_items, 1, sampling, seed_round="eval",
+                                                     keep=("temperature",))
         _raise_if_cancelled()
         self._dump_trajectories(f"eval-{self.step:06d}", trajectories)
         release_freed_memory()
         summary = trajectory_summary(trajectories)
         record = {"kind": "eval", "step": self.step, "n": len(trajectories),
                   "pass@1": summary.get("pass_rate", 0.0), **summary, "eval_s": time.perf_counter() - t0}
+        for key in [k for k in summary if k.startswith("task/") and k.endswith("/pass_rate")]:
+            record[key.replace("/pass_rate", "/pass@1")] = summary[key]
         self._log(record)
         return record
 
