@@ -94,3 +94,19 @@ def test_session_eval_split_of_the_quickstart_is_clean(tiny_engine, plugins):
     assert not {instance_content(i) for _, i in evals} & {instance_content(i) for _, i in train}
     assert session.split_report["gsm8k_steps"]["eval_train_overlap"] >= 8
     assert session.split_report["gsm8k_steps"]["eval_kept"] == 100
+
+
+def test_swe_rows_are_compared_by_problem_statement_not_id():
+    """The swe plugin's instances hold SWE-bench fields; the same issue under two ids (SWE-bench and a mirror
+    dataset re-export it) is one problem, and another issue of the same repository is not."""
+    issue = "Pluralize of 'octopus' is wrong.\n\nExpected `octopi`,\r\n got `octopuses`."
+
+    def row(iid, text):
+        return Instance(id=iid, data={"instance_id": iid, "repo": "jpvanhal/inflection", "base_commit": "abc",
+                                      "problem_statement": text, "FAIL_TO_PASS": ["t"], "PASS_TO_PASS": []})
+
+    train = [row("jpvanhal__inflection-1", issue)]
+    evals = [row("mirror__inflection-7", "  " + issue.replace("\n\n", "\n") + "  "),
+             row("jpvanhal__inflection-2", "Singularize of 'data' is wrong.")]
+    kept, report = clean_eval_split(evals, {instance_content(i) for i in train})
+    assert [i.id for i in kept] == ["jpvanhal__inflection-2"] and report["eval_train_overlap"] == 1
