@@ -65,6 +65,14 @@ def make_batch(tok, n: int, resp: int, seed: int = 0) -> TrainingBatch:
     return TrainingBatch(data=data)
 
 
+def _optimiser_step(backend: LocalBackend, opt: torch.optim.Optimizer) -> None:
+    """What both plain baselines do after the backward: clip at 1.0, one AdamW step, eval mode again."""
+    torch.nn.utils.clip_grad_norm_(backend.params, 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    backend.model.eval()
+
+
 def plain_step(backend: LocalBackend, batch: TrainingBatch, opt: torch.optim.Optimizer) -> int:
     """Same micro-batches as the backend; standard HF causal-LM loss; one AdamW step."""
     model = backend.model
@@ -79,10 +87,7 @@ def plain_step(backend: LocalBackend, batch: TrainingBatch, opt: torch.optim.Opt
                     position_ids=mb["position_ids"], labels=labels, use_cache=False)
         (out.loss * len(idx) / len(batch.data)).backward()
         tokens += int(mb["attention_mask"].sum())
-    torch.nn.utils.clip_grad_norm_(backend.params, 1.0)
-    opt.step()
-    opt.zero_grad(set_to_none=True)
-    model.eval()
+    _optimiser_step(backend, opt)
     return tokens
 
 
@@ -101,19 +106,16 @@ def plain_pg_step(backend: LocalBackend, batch: TrainingBatch, opt: torch.optim.
         hidden = model.model(input_ids=mb["input_ids"], attention_mask=mb["attention_mask"],
                              position_ids=mb["position_ids"], use_cache=False).last_hidden_state
         loss = hidden.new_zeros(())
-        for r, d in enumerate(rows):
-            start = len(d.prompt_ids)
-            end = start + len(d.response_ids)
-            logits = model.lm_head(hidden[r, start - 1:end - 1]).float()  # position t predicts token t + 1
+        seq = hidden.shape[1]
+        for r, d in enumerate(rows):  # rows are left-padded: each response ends at the last column
+            n = len(d.response_ids)
+            logits = model.lm_head(hidden[r, seq - n - 1:seq - 1]).float()  # position t predicts token t + 1
             targets = torch.tensor(d.response_ids, device=logits.device)
             lp = torch.log_softmax(logits, -1).gather(-1, targets[:, None])[:, 0]
             loss = loss - (d.advantage * torch.exp(lp - lp.detach())).sum()
         (loss / n_loss_tokens).backward()
         tokens += int(mb["attention_mask"].sum())
-    torch.nn.utils.clip_grad_norm_(backend.params, 1.0)
-    opt.step()
-    opt.zero_grad(set_to_none=True)
-    model.eval()
+    _optimiser_step(backend, opt)
     return tokens
 
 
