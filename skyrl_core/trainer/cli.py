@@ -66,6 +66,14 @@ class PipeProgress:
         self._stop.set()
 
 
+def task_line(record: dict, key: str, label: str) -> str:
+    """``"gsm8k_steps reward 0.50, swe reward 0.00"`` from a multi-task record's ``task/<name>/<key>`` values
+    ("" for a single-task record)."""
+    parts = [f"{k.split('/')[1]} {label} {_fmt(v)}" for k, v in sorted(record.items())
+             if k.startswith("task/") and k.endswith(f"/{key}")]
+    return ", ".join(parts)
+
+
 def default_output(config_path: str) -> Path:
     return Path("runs") / Path(config_path).stem
 
@@ -125,6 +133,9 @@ def train_command(
                           f"on {record['n']} instances, turns {_fmt(record.get('mean_turns'))}, "
                           f"tool calls {_fmt(record.get('tool_calls_per_trajectory'))} "
                           f"({_fmt(record['eval_s'], '.0f')} s)", highlight=False, soft_wrap=True)
+            per_task = task_line(record, "pass@1", "pass@1")
+            if per_task:
+                console.print(f"  per task: {per_task}", highlight=False, soft_wrap=True)
             return
         progress.update(task, completed=record["step"],
                         description=f"reward {_fmt(record.get('reward_mean'))} "
@@ -136,6 +147,9 @@ def train_command(
                       f"{_fmt(record.get('batch/zero_advantage_groups'), '.0f')}, loss "
                       f"{_fmt(record.get('train/loss'), '.4f')}, rollout {_fmt(record.get('rollout_s'), '.0f')} s, "
                       f"train {_fmt(record.get('train_s'), '.0f')} s", highlight=False, soft_wrap=True)
+        per_task = task_line(record, "reward_mean", "reward")
+        if per_task:
+            console.print(f"  per task: {per_task}", highlight=False, soft_wrap=True)
 
     run = TrainRun(cfg, out, resume=resume, on_step=on_step, on_rollout=on_rollout,
                    accept_data_change=accept_data_change)
