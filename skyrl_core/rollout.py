@@ -218,8 +218,9 @@ class RolloutSession:
         selected) are dropped, and so are repeats within the eval split, *before* ``eval_data.limit`` is
         applied, so an eval of ``limit: 100`` still holds 100 distinct held-out problems when the split has
         them. What was dropped is in ``self.split_report`` (per task: ``eval_train_overlap``,
-        ``eval_repeats``, ``eval_kept``) and logged. A task without ``eval_data`` evaluates on its ``data`` (what
-        ``skyrl eval`` of a config with one split does)."""
+        ``eval_repeats``, ``eval_kept``) and logged; an eval split left empty by it is a ConfigError naming the
+        task. A task without ``eval_data`` evaluates on its ``data`` (what ``skyrl eval`` of a config with one
+        split does)."""
         if split not in ("train", "eval"):
             raise ConfigError(f"split must be 'train' or 'eval', got {split!r}")
         items: list[tuple[Any, Instance]] = []
@@ -239,6 +240,11 @@ class RolloutSession:
             kept, report = clean_eval_split(task.select(attrs.evolve(tc.eval_data, limit=None)), train_contents,
                                             tc.eval_data.limit)
             self.split_report[tc.name] = report
+            if not kept and report["eval_train_overlap"]:
+                raise ConfigError(f"task '{tc.name}': every one of its {report['eval_train_overlap']} eval_data "
+                                  f"instances poses a problem of the run's train data (tasks.N.data), so nothing "
+                                  f"is held out; point eval_data at other rows (another split, file or offset), "
+                                  f"or leave eval_data out to evaluate on data itself")
             if report["eval_train_overlap"] or report["eval_repeats"]:
                 log.warning("task '%s': %d eval instances pose a train problem and %d repeat an earlier eval one: "
                             "left out of the eval (%d kept)", tc.name, report["eval_train_overlap"],

@@ -110,3 +110,21 @@ def test_swe_rows_are_compared_by_problem_statement_not_id():
              row("jpvanhal__inflection-2", "Singularize of 'data' is wrong.")]
     kept, report = clean_eval_split(evals, {instance_content(i) for i in train})
     assert [i.id for i in kept] == ["jpvanhal__inflection-2"] and report["eval_train_overlap"] == 1
+
+
+def test_an_eval_split_that_is_the_train_data_is_an_error_naming_the_task(tiny_engine, plugins):
+    from skyrl_core.errors import ConfigError
+
+    whole = load_config(None, ["tasks=[{name: gsm8k_steps}]", "data.split=test",
+                               "eval_data={split: test, limit: 5}"])
+    with pytest.raises(ConfigError, match=r"task 'gsm8k_steps': every one of its \d+ eval_data instances poses a "
+                                          r"problem of the run's train data"):
+        RolloutSession(whole, tiny_engine).load_instances("eval")
+    # train on the first 5 test steps, evaluate on test: the eval fills its 5 from the rows after them
+    part = load_config(None, ["tasks=[{name: gsm8k_steps}]", "data.split=test", "data.limit=5",
+                              "eval_data={split: test, limit: 5}"])
+    session = RolloutSession(part, tiny_engine)
+    train = {instance_content(i) for _, i in session.load_instances("train")}
+    evals = session.load_instances("eval")
+    assert len(evals) == 5 and not {instance_content(i) for _, i in evals} & train
+    assert session.split_report["gsm8k_steps"]["eval_train_overlap"] >= 5
