@@ -15,6 +15,11 @@ trajectory; the local trainer broadcasts it over the trajectory's generated toke
 
 Masked trajectories (ended by an external limit or an infrastructure error) keep their reward in the group
 baseline, as in the paper; their own advantage is still returned, and the loss mask excludes them from the loss.
+
+The three are registered as advantage estimators (hook ``register_advantage_estimators``) under their names;
+``backend.advantage`` names the one a run uses, so a plugin can add another (e.g. a baseline from a value
+model, or per-task normalisation). An estimator is a callable
+``(rewards [n], group_ids [n], std_normalize: bool) -> advantages [n]`` (floats), see :class:`Estimator`.
 """
 
 from __future__ import annotations
@@ -74,6 +79,36 @@ def compute_advantages(rewards: Sequence[float], group_ids: Sequence[str], metho
                 adv = adv / (std + eps)
             # exact zero for equal rewards, so zero-advantage groups are detected without float noise
             out[i] = 0.0 if std == 0.0 else adv
+    return out
+
+
+class Estimator:
+    """A built-in advantage estimator as a registrable callable: ``Estimator("rloo")(rewards, group_ids,
+    std_normalize=False) -> list[float]`` is :func:`compute_advantages` with that method."""
+
+    def __init__(self, method: str) -> None:
+        if method not in METHODS:
+            raise ConfigError(f"no built-in advantage estimator '{method}'; built-ins: {', '.join(METHODS)}")
+        self.name = method
+
+    def __call__(self, rewards: Sequence[float], group_ids: Sequence[str], std_normalize: bool = False) -> list[float]:
+        return compute_advantages(rewards, group_ids, method=self.name, std_normalize=std_normalize)
+
+    def __repr__(self) -> str:
+        return f"Estimator({self.name!r})"
+
+
+def estimate(estimator, rewards: Sequence[float], group_ids: Sequence[str], std_normalize: bool = False,
+             name: str = "advantage estimator") -> list[float]:
+    """Call a registered estimator and check its answer: one finite float per reward. Raises ValueError naming
+    the estimator otherwise (a plugin's bug must not become a silent NaN in the loss)."""
+    out = [float(a) for a in estimator(list(rewards), list(group_ids), std_normalize)]
+    if len(out) != len(rewards):
+        raise ValueError(f"advantage estimator '{name}' returned {len(out)} advantages for {len(rewards)} rewards")
+    bad = [i for i, a in enumerate(out) if not math.isfinite(a)]
+    if bad:
+        raise ValueError(f"advantage estimator '{name}' returned a non-finite advantage for trajectory {bad[0]} "
+                         f"(group {group_ids[bad[0]]!r})")
     return out
 
 

@@ -7,9 +7,10 @@ import asyncio
 import json
 import logging
 import sys
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import click
+import rich.markup
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -63,17 +64,47 @@ def plugins_command(
     if as_json:
         console.print_json(json.dumps([i.to_json() for i in infos]))
         return
-    table = Table(title="skyrl plugins" + (" (with built-ins)" if all_ else ""), show_lines=True)
-    for col in ("plugin", "distribution", "version", "registers", "status"):
-        table.add_column(col, overflow="fold")
-    for info in infos:
-        caps = "\n".join(f"{KINDS[k][1]}s: {', '.join(v)}" for k, v in info.capabilities.items() if v)
-        status = f"[red]error: {info.error}[/red]" if info.error else "ok"
-        table.add_row(info.name, info.distribution or "-", info.version or "-", caps or "-", status)
     if not infos:
         console.print("No third-party plugins installed. `skyrl plugins --all` shows the built-ins; "
                       "install one with `pip install -e plugins/<name>`.")
         return
+    rows = []
+    for info in infos:
+        caps = "\n".join(f"{KINDS[k][1]}s: {', '.join(v)}" for k, v in info.capabilities.items() if v)
+        status = f"error: {'; '.join(info.problems)}" if info.problems else "ok"
+        rows.append([info.name, info.distribution or "-", info.version or "-", caps or "-", status])
+    show_table("skyrl plugins" + (" (with built-ins)" if all_ else ""),
+               ["plugin", "distribution", "version", "registers", "status"], rows, whole=("plugin",),
+               styles={"status": lambda v: "red" if v.startswith("error") else ""})
+
+
+def show_table(title: str, columns: list[str], rows: list[list[str]], whole: tuple[str, ...] = (),
+               styles: dict[str, Callable[[str], str]] | None = None) -> None:
+    """Print rows for people or for pipes. On a terminal: a rich table whose ``whole`` columns (names) never
+    wrap — ``skyrl tools | grep str_replace_editor`` must find the name in one piece — and whose other
+    columns fold. Not on a terminal (a pipe, a file): one line per row, cells separated by tabs, newlines in a
+    cell written as ``; ``, after a header line starting with ``#``; so ``grep``, ``cut -f`` and ``awk -F'\t'``
+    work."""
+    if not console.is_terminal:
+        out = sys.stdout
+        out.write("# " + "\t".join(columns) + "\n")
+        for row in rows:
+            out.write("\t".join(str(cell).replace("\n", "; ").replace("\t", " ") for cell in row) + "\n")
+        out.flush()
+        return
+    table = Table(title=title, show_lines=True)
+    for col in columns:
+        if col in whole:
+            table.add_column(col, no_wrap=True)
+        else:
+            table.add_column(col, overflow="fold")
+    for row in rows:
+        cells = []
+        for col, cell in zip(columns, row):
+            text = rich.markup.escape(str(cell))
+            style = (styles or {}).get(col, lambda v: "")(str(cell))
+            cells.append(f"[{style}]{text}[/{style}]" if style else text)
+        table.add_row(*cells)
     console.print(table)
 
 
@@ -103,12 +134,9 @@ def tools_list(ctx: typer.Context,
     if as_json:
         console.print_json(json.dumps([{**r.obj.schema()["function"], "plugin": r.plugin} for r in regs]))
         return
-    table = Table(title="skyrl tools")
-    for col in ("tool", "plugin", "parameters", "description"):
-        table.add_column(col, overflow="fold")
-    for r in regs:
-        table.add_row(r.name, r.plugin, _params_summary(r.obj.parameters), r.obj.description)
-    console.print(table)
+    show_table("skyrl tools", ["tool", "plugin", "parameters", "description"],
+               [[r.name, r.plugin, _params_summary(r.obj.parameters), r.obj.description] for r in regs],
+               whole=("tool",))
 
 
 @tools_app.command("run")
@@ -163,13 +191,9 @@ def tasks_command(as_json: bool = typer.Option(False, "--json", help="Print JSON
     if as_json:
         console.print_json(json.dumps(rows))
         return
-    table = Table(title="skyrl tasks")
-    for col in ("task", "plugin", "tools", "runtime", "verifier", "description"):
-        table.add_column(col, overflow="fold")
-    for row in rows:
-        table.add_row(row["name"], row["plugin"], ", ".join(row["tools"]), row["runtime"], row["verifier"],
-                      row["description"])
-    console.print(table)
+    show_table("skyrl tasks", ["task", "plugin", "tools", "runtime", "verifier", "description"],
+               [[row["name"], row["plugin"], ", ".join(row["tools"]), row["runtime"], row["verifier"],
+                 row["description"]] for row in rows], whole=("task",))
 
 
 # -- entry point -------------------------------------------------------------------------------------------
@@ -182,9 +206,10 @@ def build_cli() -> click.Group:
             obj = typer.main.get_command(obj)
         # typer vendors its own click: its commands are instances of that Command class, not click.Command
         command_types = (click.Command, *[c for c in type(group).__mro__ if c.__name__ == "Command"])
-        if not isinstance(obj, command_types):
-            raise SkyrlError(f"plugin '{reg.plugin}' registered command '{reg.name}' that is neither a click "
-                             f"command nor a typer app")
+        if not isinstance(obj, command_types):  # reported, and only that command is missing
+            logging.getLogger(__name__).warning("plugin '%s' registered command '%s' that is neither a click "
+                                                "command nor a typer app: left out", reg.plugin, reg.name)
+            continue
         group.add_command(obj, reg.name)
     return group
 

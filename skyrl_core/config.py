@@ -120,14 +120,18 @@ class LoraConfig:
 
 @attrs.define
 class BackendConfig:
-    """Training backend. ``type``: local | a bridge plugin's (verl, tinker, skyrl_train). ``advantage``: rloo
-    (default, Ahmadian et al. 2024), grpo, none. ``clip`` is PPO's epsilon; ``kl_coef``/``entropy_coef`` 0 by
+    """Training backend. ``type``: local | a bridge plugin's (verl, tinker, skyrl_train). ``advantage`` names an
+    advantage estimator: rloo (default, Ahmadian et al. 2024), grpo, none, or a plugin's
+    (``register_advantage_estimators``). ``policy_loss`` names a policy loss: ppo_clip (default, token-level
+    PPO clip), gspo (sequence-level, Zheng et al. 2025), reinforce (unclipped), or a plugin's
+    (``register_policy_losses``). ``clip`` is PPO's epsilon; ``kl_coef``/``entropy_coef`` 0 by
     default; ``tis_cap`` enables truncated importance sampling (Yao et al. 2025) with that cap;
     ``micro_batch_tokens`` bounds tokens per forward/backward (gradient accumulation)."""
 
     type: str = "local"
     lr: float = 1.0e-6
-    advantage: Literal["rloo", "grpo", "none"] = "rloo"
+    advantage: str = "rloo"
+    policy_loss: str = "ppo_clip"
     std_normalize: bool = False
     clip: float = 0.2
     clip_high: float | None = None
@@ -148,7 +152,10 @@ class BackendConfig:
 @attrs.define
 class TaskConfig:
     """One task in the run. ``name`` is a registered task; ``data``/``eval_data`` select instances;
-    ``tools``, ``runtime``, ``verifier`` and ``instruction_builder`` override the task's defaults."""
+    ``tools``, ``runtime``, ``verifier`` and ``instruction_builder`` override the task's defaults. ``parser``,
+    ``agent`` and ``sampling`` override the run's ``agent.parser``, ``agent.*`` and ``sampling.*`` for this task
+    only (a mapping of the keys to change; the others come from the run): a multi-task run can read one task's
+    tool calls as Hermes JSON and another's as Markdown code blocks. ``sampling.n_samples`` stays per run."""
 
     name: str
     data: DataSpec = attrs.Factory(DataSpec)
@@ -157,6 +164,9 @@ class TaskConfig:
     runtime: RuntimeSpec | None = None
     verifier: str | None = None
     instruction_builder: str | None = None
+    parser: str | None = None
+    agent: dict[str, Any] | None = None
+    sampling: dict[str, Any] | None = None
 
 
 @attrs.define
@@ -178,11 +188,14 @@ class TrainConfig:
 
 @attrs.define
 class LoggingConfig:
-    """Where metrics go: jsonl always; TensorBoard and Weights & Biases when enabled."""
+    """Where metrics go: jsonl always; TensorBoard and Weights & Biases when enabled; ``loggers`` names more
+    registered loggers (``register_loggers``: the built-ins ``jsonl``, ``tensorboard``, ``wandb`` or a
+    plugin's)."""
 
     jsonl: bool = True
     tensorboard: bool = False
     wandb: bool = False
+    loggers: list[str] = attrs.Factory(list)
     wandb_project: str = "skyrl"
     trajectories_html: int = 8
 
@@ -364,8 +377,53 @@ def config_from_dict(data: dict) -> Config:
     return config
 
 
+def _merged(section: Any, override: dict[str, Any] | None, cls: type, where: str) -> Any:
+    """``section`` (an attrs instance) with the keys of ``override`` replaced, validated as ``cls``."""
+    if not override:
+        return section
+    if not isinstance(override, dict):
+        raise ConfigError(f"config key '{where}' must be a mapping of {cls.__name__} keys to values")
+    _check_keys(cls, override, where)
+    data = _converter.unstructure(section)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            data[key] = {**data[key], **value}
+        else:
+            data[key] = value
+    try:
+        return _converter.structure(data, cls)
+    except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
+        if isinstance(exc, cattrs.BaseValidationError):
+            raise ConfigError(_format_cattrs_error(exc).replace("config key '", f"config key '{where}.")) from None
+        raise ConfigError(f"config key '{where}': {exc}") from None
+
+
+def task_agent_config(config: Config, index: int) -> AgentConfig:
+    """The agent settings of ``config.tasks[index]``: the run's ``agent`` with the task's ``agent`` keys and its
+    ``parser`` applied. Raises ConfigError naming ``tasks.N.agent.<key>`` for an unknown key or a wrong type."""
+    tc = config.tasks[index]
+    agent = _merged(config.agent, tc.agent, AgentConfig, f"tasks.{index}.agent")
+    if tc.parser is not None:
+        agent = attrs.evolve(agent, parser=tc.parser)
+    return agent
+
+
+def task_sampling_config(config: Config, index: int) -> SamplingConfig:
+    """The sampling settings of ``config.tasks[index]``: the run's ``sampling`` with the task's ``sampling``
+    keys applied. Raises ConfigError for an unknown key, a wrong type, or ``n_samples`` (a run-wide setting:
+    every step samples each instance the same number of times)."""
+    tc = config.tasks[index]
+    if tc.sampling and "n_samples" in tc.sampling:
+        raise ConfigError(f"config key 'tasks.{index}.sampling.n_samples': n_samples is per run (sampling.n_samples)"
+                          f"; a task may override temperature, top_p, top_k, max_tokens, seed")
+    return _merged(config.sampling, tc.sampling, SamplingConfig, f"tasks.{index}.sampling")
+
+
 def validate_values(config: Config) -> None:
     """Range checks the types cannot express."""
+    for i in range(len(config.tasks)):  # per-task overrides: unknown keys and wrong types fail at load time
+        task_agent_config(config, i)
+        task_sampling_config(config, i)
     checks = [
         ("agent.max_turns", config.agent.max_turns >= 1, "at least 1"),
         ("agent.max_context_tokens", config.agent.max_context_tokens >= 16, "at least 16 tokens"),

@@ -54,3 +54,18 @@ def register_parsers(register):
 @hookspec
 def register_commands(register):
     """Register CLI subcommands: a click command or a typer app, named by ``name``."""
+
+
+@hookspec
+def register_advantage_estimators(register):
+    """Register advantage estimators: ``(rewards, group_ids, std_normalize) -> list[float]``, named by ``name``."""
+
+
+@hookspec
+def register_policy_losses(register):
+    """Register policy losses: ``(logprobs, old_logprobs, advantages, mask, config, **kw) -> (loss, metrics)``."""
+
+
+@hookspec
+def register_loggers(register):
+    """Register metric-logger factories: ``(output_dir, config) -> logger`` with ``log(record)`` and ``close()``."""

@@ -7,7 +7,11 @@ registered.
 
 Name clashes follow one rule: a third-party plugin may replace an entry registered by a built-in plugin (the
 replacement is recorded and logged); two third-party plugins, or two built-ins, registering the same name in
-the same kind is a RegistrationError naming both.
+the same kind make that name *broken*: neither is registered, both plugins' listings carry the clash, and only
+a command that asks for the name fails (RegistrationError naming both). A register hook that raises, or that
+registers something invalid, is recorded on its plugin (``skyrl plugins`` shows it) and the registry is built
+from everything else: what the hook registered before raising stays, and a command that asks for a name the
+registry lacks is told which plugins failed (UnknownComponentError).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import attrs
 import pluggy
 
 from . import hookspecs
-from .errors import PluginError, RegistrationError, UnknownComponentError
+from .errors import RegistrationError, UnknownComponentError
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +56,9 @@ KINDS: dict[str, tuple[str, str]] = {
     "backends": ("register_backends", "backend"),
     "parsers": ("register_parsers", "tool-call parser"),
     "commands": ("register_commands", "command"),
+    "advantage_estimators": ("register_advantage_estimators", "advantage estimator"),
+    "policy_losses": ("register_policy_losses", "policy loss"),
+    "loggers": ("register_loggers", "logger"),
 }
 
 
@@ -78,6 +85,12 @@ class PluginInfo:
     hooks: list[str] = attrs.Factory(list)
     capabilities: dict[str, list[str]] = attrs.Factory(dict)
     error: str | None = None
+    hook_errors: list[str] = attrs.Factory(list)
+
+    @property
+    def problems(self) -> list[str]:
+        """The import/validation error and every register-hook failure or clash, in order."""
+        return ([self.error] if self.error else []) + self.hook_errors
 
     def to_json(self) -> dict:
         data = {
@@ -88,8 +101,8 @@ class PluginInfo:
             "hooks": self.hooks,
             "capabilities": {k: v for k, v in self.capabilities.items() if v},
         }
-        if self.error:
-            data["error"] = self.error
+        if self.problems:
+            data["error"] = "; ".join(self.problems)
         return data
 
 
@@ -98,10 +111,16 @@ class Registry:
 
     def __init__(self) -> None:
         self.entries: dict[str, dict[str, Registration]] = {kind: {} for kind in KINDS}
+        self.broken: dict[str, dict[str, str]] = {kind: {} for kind in KINDS}  # kind -> name -> why
+        self.failures: list[str] = []  # "plugin 'p' raised in register_x: ..." for every failed hook call
 
     def add(self, kind: str, name: str, obj: Any, plugin: str, builtin: bool) -> Registration:
+        """Record one registration. Raises RegistrationError for a missing name, or for a clash (two
+        third-party plugins, or two built-ins, with one name): the name is then broken (see ``get``)."""
         if not isinstance(name, str) or not name:
             raise RegistrationError(f"plugin '{plugin}' registered a {KINDS[kind][1]} without a name: {obj!r}")
+        if name in self.broken[kind]:
+            raise RegistrationError(f"{self.broken[kind][name]}; plugin '{plugin}' registers it too")
         existing = self.entries[kind].get(name)
         replaces = None
         if existing is not None:
@@ -110,23 +129,31 @@ class Registry:
                 log.info("%s '%s' from plugin '%s' replaces the built-in one from '%s'",
                          KINDS[kind][1], name, plugin, existing.plugin)
             else:
-                raise RegistrationError(
-                    f"{KINDS[kind][1]} '{name}' is registered by two plugins: '{existing.plugin}' and '{plugin}'. "
-                    f"Uninstall one, or restrict loading with SKYRL_LOAD_PLUGINS."
-                )
+                message = (f"{KINDS[kind][1]} '{name}' is registered by two plugins: '{existing.plugin}' and "
+                           f"'{plugin}'. Uninstall one, or restrict loading with SKYRL_LOAD_PLUGINS.")
+                del self.entries[kind][name]
+                self.broken[kind][name] = message
+                clash = RegistrationError(message)
+                clash.plugins = (existing.plugin, plugin)  # type: ignore[attr-defined]
+                raise clash
         reg = Registration(kind=kind, name=name, obj=obj, plugin=plugin, builtin=builtin, replaces=replaces)
         self.entries[kind][name] = reg
         return reg
 
     def get(self, kind: str, name: str) -> Any:
-        """Return the object registered as ``name``; raise UnknownComponentError listing the valid names."""
+        """Return the object registered as ``name``. Raises RegistrationError when two plugins clash on the
+        name (naming both), UnknownComponentError listing the valid names (and any plugin whose register hook
+        failed, which may be why) otherwise."""
+        if name in self.broken[kind]:
+            raise RegistrationError(self.broken[kind][name])
         try:
             return self.entries[kind][name].obj
         except KeyError:
             known = ", ".join(sorted(self.entries[kind])) or "none"
+            failed = f" Plugins that failed to register: {'; '.join(self.failures)}." if self.failures else ""
             raise UnknownComponentError(
                 f"no {KINDS[kind][1]} named '{name}' is registered; registered: {known}. "
-                f"A plugin may provide it: see `skyrl plugins --all`."
+                f"A plugin may provide it: see `skyrl plugins --all`.{failed}"
             ) from None
 
     def names(self, kind: str) -> list[str]:
@@ -208,6 +235,16 @@ class SkyrlPlugins:
         self._registry = None
         return info
 
+    def _record_failure(self, registry: Registry, plugin: str, hook_name: str, exc: BaseException) -> None:
+        if isinstance(exc, RegistrationError):
+            message = str(exc)
+        else:
+            message = f"plugin '{plugin}' raised in {hook_name}: {type(exc).__name__}: {exc}"
+        for name in getattr(exc, "plugins", (plugin,)):  # a clash is reported on both plugins
+            self.infos.setdefault(name, PluginInfo(name=name)).hook_errors.append(message)
+        registry.failures.append(message)
+        log.warning("%s", message)
+
     def unregister_plugin(self, name: str) -> None:
         plugin = self.pm.get_plugin(name)
         if plugin is not None:
@@ -229,6 +266,7 @@ class SkyrlPlugins:
         for info in self.infos.values():
             info.hooks = []
             info.capabilities = {kind: [] for kind in KINDS}
+            info.hook_errors = []
         for kind, (hook_name, _label) in KINDS.items():
             caller = getattr(self.pm.hook, hook_name)
             # get_hookimpls() lists impls in reverse call order; built-ins are registered first
@@ -242,18 +280,23 @@ class SkyrlPlugins:
                 def register(obj: Any, name: str | None = None, *, _kind=kind, _plugin=plugin_name,
                              _builtin=info.builtin) -> None:
                     reg_name = name if name is not None else getattr(obj, "name", None)
-                    _validate(_kind, reg_name, obj, _plugin)
-                    registry.add(_kind, reg_name, obj, _plugin, _builtin)
+                    try:
+                        _validate(_kind, reg_name, obj, _plugin)
+                        registry.add(_kind, reg_name, obj, _plugin, _builtin)
+                    except RegistrationError as exc:  # one bad entry: recorded, the plugin's others stand
+                        self._record_failure(registry, _plugin, hook_name, exc)
+                        return
                     self.infos[_plugin].capabilities[_kind].append(reg_name)
                     if trace:
                         log.warning("[trace] %s.%s registered %s '%s'", _plugin, hook_name, _kind, reg_name)
 
                 try:
                     impl.function(register=register)
-                except RegistrationError:
-                    raise
-                except Exception as exc:
-                    raise PluginError(f"plugin '{plugin_name}' raised in {hook_name}: {type(exc).__name__}: {exc}") from exc
+                except Exception as exc:  # a broken plugin must not take every command down
+                    self._record_failure(registry, plugin_name, hook_name, exc)
+        for kind, names in registry.broken.items():  # a clash: neither plugin lists the name as registered
+            for info in self.infos.values():
+                info.capabilities[kind] = [n for n in info.capabilities[kind] if n not in names]
         return registry
 
 

@@ -13,10 +13,11 @@ Every datum carries its trajectory's reward and advantage; ``is_last_step`` mark
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
-from .advantages import compute_advantages, zero_advantage_groups
-from .transitions import Datum, Trajectory, TrainingBatch, Transition
+from .advantages import METHODS, compute_advantages, estimate
+from .transitions import ERROR_EVAL, Datum, Trajectory, TrainingBatch, Transition
 
 
 def pack_transitions(transitions: Sequence[Transition]) -> list[dict]:
@@ -56,27 +57,68 @@ def pack_transitions(transitions: Sequence[Transition]) -> list[dict]:
     return seqs
 
 
+def guard_reward(trajectory: Trajectory) -> bool:
+    """Fail a trajectory whose reward is not a finite number (``error_eval``, reward 0, loss-masked) so that
+    one bad reward costs one trajectory, not the step: the advantages of its group would be NaN. The rollout
+    session already checks its verifiers' rewards; this catches rewards set on any other path (a custom
+    rollout, a backend bridge). Returns True when the trajectory was failed here."""
+    try:
+        value = float(trajectory.reward)
+        finite = math.isfinite(value) and not isinstance(trajectory.reward, bool)
+    except (TypeError, ValueError):
+        finite = False
+    if finite:
+        return False
+    trajectory.fail(ERROR_EVAL, f"reward {trajectory.reward!r} is not a finite number")
+    trajectory.reward = 0.0
+    return True
+
+
 def build_training_batch(trajectories: Sequence[Trajectory], advantage: str = "rloo", std_normalize: bool = False,
                          skip_zero_advantage: bool = True) -> TrainingBatch:
     """Turn a step's trajectories into a TrainingBatch (packing, masks, advantages).
 
-    Advantages come from :func:`skyrl_core.advantages.compute_advantages` over *all* trajectories (masked ones
-    keep their reward in the group baseline). Masked trajectories yield data with ``loss_mask`` 0. With
-    ``skip_zero_advantage`` the data of groups whose rewards are all equal are left out (their gradient is zero;
-    computing it only costs time); they are counted in ``zero_advantage_groups``. Trajectories without
-    transitions (failed before their first LLM call) yield no data.
+    ``advantage`` names an advantage estimator: a built-in (``rloo``, ``grpo``, ``none``) or one a plugin
+    registered through ``register_advantage_estimators`` (UnknownComponentError lists the registered ones).
+
+    Advantages come from :func:`skyrl_core.advantages.compute_advantages` over the trajectories that yield data
+    (masked ones keep their reward in the group baseline); a trajectory whose reward is not finite is first
+    failed (:func:`guard_reward`). **Baseline rule:** a trajectory without transitions (failed before its
+    first LLM call: a runtime that did not start) yields no datum and is left out of its group's baseline —
+    the policy generated nothing, so its reward 0 says nothing about it. Every backend sees the same rule,
+    because a bridge that recomputes advantages from the data (VeRL) only sees trajectories with a datum.
+    Masked trajectories yield data with ``loss_mask`` 0. With ``skip_zero_advantage`` the data of groups
+    whose advantages are all exactly 0 (under rloo/grpo: equal rewards) are left out (their gradient is zero;
+    computing it only costs time); they are counted in ``zero_advantage_groups``.
 
     Metrics (all floats): ``trajectories``, ``groups``, ``masked_trajectories``, ``failed_trajectories`` (with
-    an error), ``zero_advantage_groups``, ``data``, ``calls``, ``tokens_packed`` and ``tokens_unpacked``
-    (prompt + response tokens, of the kept data), ``packing_saving`` (0..1), ``response_tokens``,
-    ``generated_tokens``, ``reward_mean``, ``advantage_abs_mean``.
+    an error), ``trajectories_without_data`` (out of the baselines), ``zero_advantage_groups``, ``data``,
+    ``calls``, ``tokens_packed`` and ``tokens_unpacked`` (prompt + response tokens, of the kept data),
+    ``packing_saving`` (0..1), ``response_tokens``, ``generated_tokens``, ``reward_mean``,
+    ``advantage_abs_mean``.
     """
     trajectories = list(trajectories)
+    for traj in trajectories:
+        guard_reward(traj)
     rewards = [float(t.reward) for t in trajectories]
     groups = [t.group_id for t in trajectories]
-    advs = compute_advantages(rewards, groups, method=advantage, std_normalize=std_normalize,
-                              masked=[t.masked for t in trajectories])
-    zero = zero_advantage_groups(rewards, groups) if advantage != "none" else set()
+    # the baseline rule every backend shares: a trajectory without a datum is not in its group's baseline
+    scored = [i for i, t in enumerate(trajectories) if t.transitions]
+    scored_groups = [groups[i] for i in scored]
+    if advantage in METHODS:  # a built-in: no registry needed
+        scored_advs = compute_advantages([rewards[i] for i in scored], scored_groups, method=advantage,
+                                         std_normalize=std_normalize, masked=[trajectories[i].masked for i in scored])
+    else:
+        from .plugins import get_registry
+
+        scored_advs = estimate(get_registry().get("advantage_estimators", advantage), [rewards[i] for i in scored],
+                               scored_groups, std_normalize, name=advantage)
+    advs = [0.0] * len(trajectories)
+    for i, adv in zip(scored, scored_advs):
+        advs[i] = adv
+    # a group whose advantages are all exactly 0 has no gradient (equal rewards under rloo/grpo)
+    nonzero = {g for g, a in zip(scored_groups, scored_advs) if a != 0.0}
+    zero = set(scored_groups) - nonzero
     data: list[Datum] = []
     calls = packed = unpacked = generated = 0
     for traj, adv in zip(trajectories, advs):
@@ -100,6 +142,7 @@ def build_training_batch(trajectories: Sequence[Trajectory], advantage: str = "r
         "groups": float(len(set(groups))),
         "masked_trajectories": float(sum(t.masked for t in trajectories)),
         "failed_trajectories": float(sum(t.error is not None for t in trajectories)),
+        "trajectories_without_data": float(len(trajectories) - len(scored)),
         "zero_advantage_groups": float(len(zero)),
         "data": float(len(data)),
         "calls": float(calls),

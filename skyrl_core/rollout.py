@@ -7,7 +7,9 @@ dispatcher's four stages (SkyRL-Agent, arXiv 2511.16108, Sec. 3.2):
 - init: start the task's runtime (``registry.get("runtimes", spec.type)(spec)``, ``await rt.start()``, then
   ``await rt.prepare(instance)``) and build the initial messages with the task's instruction builder;
 - run: the agent loop (:func:`skyrl_core.agent.run_agent`);
-- eval: the task's verifier -> ``trajectory.reward`` and ``trajectory.metrics``;
+- eval: the task's verifier -> ``trajectory.reward`` and ``trajectory.metrics`` (a synchronous verifier runs in
+  a worker thread; a reward that is not a finite number ends the trajectory ``error_eval``, see
+  :func:`checked_reward`);
 - release: close the runtime (never raises).
 
 A failure in any stage ends that trajectory with a named reason (``error_init``/``error_run``/``error_eval``)
@@ -17,19 +19,26 @@ and never the batch.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import inspect
+import json
 import logging
-from typing import Any, Callable
+import math
+import numbers
+import re
+import unicodedata
+from typing import Any, Callable, Iterable
 
 import attrs
 
 from .chat import ChatFormat
 from .costs import StageCostMemory, instance_key, supplied_cost
+from .config import task_agent_config, task_sampling_config
 from .errors import ConfigError
 from .inference.base import SamplingParams
 from .plugins import get_registry
 from .runtime import RuntimeSpec
-from .tasks import Instance, Task, run_verifier
+from .tasks import Instance, Task, VerifierResult, run_verifier
 from .tools import Tool, ToolContext
 from .transitions import Trajectory
 
@@ -44,8 +53,13 @@ class _Resolved:
     tools: dict[str, Tool]
     builder: Callable
     verifier: Callable
+    verifier_name: str
     runtime_spec: RuntimeSpec
     runtime_cls: type
+    agent: Any  # the task's AgentConfig (the run's, with tasks.N.agent / tasks.N.parser applied)
+    parser: Any
+    chat: ChatFormat
+    sampling: dict[str, Any]  # the SamplingParams keys tasks.N.sampling overrides
 
 
 @attrs.define
@@ -56,6 +70,89 @@ class _Slot:
     instance: Instance
     ctx: ToolContext
     runtime: Any = None
+
+
+# The instance field that holds what the model is asked, in the order tried (GSM8K, SWE-bench, generic rows).
+CONTENT_FIELDS = ("question", "problem_statement", "prompt", "instruction")
+_SPACE = re.compile(r"\s+")
+
+
+def instance_content(instance: Instance) -> str:
+    """The normalised content of an instance, which decides whether two instances pose the same problem.
+
+    The first of ``CONTENT_FIELDS`` present in ``instance.data`` (else the whole of ``data`` as sorted JSON),
+    Unicode NFKC-normalised, case-folded, with all whitespace removed and trailing full stops dropped: so
+    ``"Calculate 48 / 2."`` and ``"calculate 48/2"`` are one problem. Ids are not compared (a problem repeated
+    under another id is still a leak).
+    """
+    data = instance.data
+    text = next((data[f] for f in CONTENT_FIELDS if isinstance(data.get(f), str)), None)
+    if text is None:
+        text = json.dumps(data, sort_keys=True, default=str)
+    return _SPACE.sub("", unicodedata.normalize("NFKC", text).casefold()).rstrip(".")
+
+
+def clean_eval_split(candidates: Iterable[Instance], train_contents: set[str],
+                     limit: int | None = None) -> tuple[list[Instance], dict[str, int]]:
+    """The eval instances, in order, that pose no train problem and no earlier eval problem, at most ``limit``.
+
+    ``train_contents`` holds the :func:`instance_content` of every train instance. Returns the kept instances and
+    ``{"eval_train_overlap", "eval_repeats", "eval_kept"}`` (counts of the candidates looked at before
+    ``limit`` was reached)."""
+    kept: list[Instance] = []
+    seen: set[str] = set()
+    overlap = repeats = 0
+    for inst in candidates:
+        if limit is not None and len(kept) >= limit:
+            break
+        content = instance_content(inst)
+        if content in train_contents:
+            overlap += 1
+        elif content in seen:
+            repeats += 1
+        else:
+            seen.add(content)
+            kept.append(inst)
+    return kept, {"eval_train_overlap": overlap, "eval_repeats": repeats, "eval_kept": len(kept)}
+
+
+class RewardError(ValueError):
+    """A verifier's reward is not a finite number (the trajectory ends ``error_eval`` with this message)."""
+
+
+def checked_reward(reward: Any, verifier: str = "verifier") -> float:
+    """``reward`` as a float. Raises RewardError naming the verifier when it is not a real number (a string,
+    None, a bool) or not finite (NaN, +-inf): such a reward would poison its group's advantages."""
+    if isinstance(reward, bool) or not isinstance(reward, numbers.Real):
+        raise RewardError(f"verifier '{verifier}' returned reward {reward!r} ({type(reward).__name__}); "
+                          f"a reward must be a finite real number")
+    value = float(reward)
+    if not math.isfinite(value):
+        raise RewardError(f"verifier '{verifier}' returned a non-finite reward {value}")
+    return value
+
+
+def _is_async_callable(fn: Any) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+
+
+async def call_verifier(verifier: Any, trajectory: Any, runtime: Any, instance: Instance) -> VerifierResult:
+    """Run a verifier without blocking the event loop: an ``async def`` one is awaited, a synchronous one (a
+    subprocess, a test run, a file read) runs in a worker thread, as synchronous tools do. Its answer is
+    normalised by :func:`skyrl_core.tasks.run_verifier` (a number or a VerifierResult; TypeError otherwise)."""
+    if _is_async_callable(verifier):
+        return await run_verifier(verifier, trajectory, runtime, instance)
+    answer = await asyncio.to_thread(verifier, trajectory, runtime, instance)
+    return await run_verifier(lambda *_: answer, trajectory, runtime, instance)
+
+
+def sample_seed(base: int, seed_round: str, group_id: str, sample_index: int) -> int:
+    """A sampling seed for one (round, instance, sample): the first 31 bits of SHA-256 over the four values.
+    Distinct for distinct inputs (collisions are 2^-31 rare), the same in every process and run (no Python
+    ``hash`` randomisation). ``seed_round`` names the training step (``step-3``) or the eval; ``group_id`` is
+    the instance's group (``task:id``); ``sample_index`` its sample."""
+    digest = hashlib.sha256(f"{int(base)}\0{seed_round}\0{group_id}\0{int(sample_index)}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFF_FFFF
 
 
 def sampling_params(config: Any, **overrides: Any) -> SamplingParams:
@@ -85,11 +182,12 @@ class RolloutSession:
         self.engine = engine
         self.owns_engine = owns_engine
         self.chat = ChatFormat(engine.tokenizer, keep_thinking=config.agent.keep_thinking)
-        parser = self.registry.get("parsers", config.agent.parser)
-        self.parser = parser() if isinstance(parser, type) else parser
+        self.parser = self._parser(config.agent.parser)
+        self._chats = {config.agent.keep_thinking: self.chat}
         self._resolved: dict[int, _Resolved] = {}
         self.on_trajectory_done: Callable[[Trajectory], None] | None = None
         self.cost_memory = StageCostMemory()
+        self.split_report: dict[str, dict[str, int]] = {}
         for tc in config.tasks:
             self._resolve(tc)
 
@@ -113,21 +211,61 @@ class RolloutSession:
     # -- instances ---------------------------------------------------------------------------------------
     def load_instances(self, split: str = "train") -> list[tuple[Any, Instance]]:
         """Every configured task's instances for ``split``: ``train`` reads ``data``; ``eval`` reads
-        ``eval_data`` (falling back to ``data``). Returns (TaskConfig, Instance) pairs in task order."""
+        ``eval_data`` (falling back to ``data``). Returns (TaskConfig, Instance) pairs in task order.
+
+        Split hygiene: a task's ``eval_data`` never poses a problem its run trains on. Eval instances whose
+        :func:`instance_content` equals that of any train instance of the run (every task's ``data`` as
+        selected) are dropped, and so are repeats within the eval split, *before* ``eval_data.limit`` is
+        applied, so an eval of ``limit: 100`` still holds 100 distinct held-out problems when the split has
+        them. What was dropped is in ``self.split_report`` (per task: ``eval_train_overlap``,
+        ``eval_repeats``, ``eval_kept``) and logged; an eval split left empty by it is a ConfigError naming the
+        task. A task without ``eval_data`` evaluates on its ``data`` (what ``skyrl eval`` of a config with one
+        split does)."""
         if split not in ("train", "eval"):
             raise ConfigError(f"split must be 'train' or 'eval', got {split!r}")
         items: list[tuple[Any, Instance]] = []
+        if split == "train":
+            for tc in self.config.tasks:
+                items.extend((tc, inst) for inst in self._resolve(tc).task.select(tc.data))
+            return items
+        train_contents: set[str] | None = None  # read only when some task has an eval split of its own
         for tc in self.config.tasks:
-            resolved = self._resolve(tc)
-            spec = tc.data if split == "train" or tc.eval_data is None else tc.eval_data
-            items.extend((tc, inst) for inst in resolved.task.select(spec))
+            task = self._resolve(tc).task
+            if tc.eval_data is None:
+                log.info("task '%s' has no eval_data: its eval split is its data", tc.name)
+                items.extend((tc, inst) for inst in task.select(tc.data))
+                continue
+            if train_contents is None:
+                train_contents = {instance_content(inst) for _, inst in self.load_instances("train")}
+            kept, report = clean_eval_split(task.select(attrs.evolve(tc.eval_data, limit=None)), train_contents,
+                                            tc.eval_data.limit)
+            self.split_report[tc.name] = report
+            if not kept and report["eval_train_overlap"]:
+                raise ConfigError(f"task '{tc.name}': every one of its {report['eval_train_overlap']} eval_data "
+                                  f"instances poses a problem of the run's train data (tasks.N.data), so nothing "
+                                  f"is held out; point eval_data at other rows (another split, file or offset), "
+                                  f"or leave eval_data out to evaluate on data itself")
+            if report["eval_train_overlap"] or report["eval_repeats"]:
+                log.warning("task '%s': %d eval instances pose a train problem and %d repeat an earlier eval one: "
+                            "left out of the eval (%d kept)", tc.name, report["eval_train_overlap"],
+                            report["eval_repeats"], len(kept))
+            items.extend((tc, inst) for inst in kept)
         return items
 
     # -- a batch -----------------------------------------------------------------------------------------
     async def rollout(self, items: list[tuple[Any, Instance]], n_samples: int,
-                      sampling: SamplingParams | None = None) -> tuple[list[Trajectory], dict]:
+                      sampling: SamplingParams | None = None, seed_round: str = "",
+                      keep: tuple[str, ...] = ()) -> tuple[list[Trajectory], dict]:
         """Roll out each (TaskConfig, Instance) ``n_samples`` times. Returns the trajectories (grouped: the
-        samples of one item share a ``group_id``, in item order) and the dispatcher's metrics."""
+        samples of one item share a ``group_id``, in item order) and the dispatcher's metrics.
+
+        With a sampling seed, sample ``k`` of group ``g`` samples with ``sample_seed(seed, seed_round, g, k)``:
+        distinct within a rollout, reproducible across runs; the trainer passes ``step-<n>`` as ``seed_round``
+        so every step draws new samples (and a fixed round for its evals, so each eval instance sees the same
+        random numbers at every eval).
+
+        A task's ``sampling`` overrides (``tasks.N.sampling``) replace those keys of ``sampling`` for its
+        trajectories, except the keys named in ``keep`` (the trainer keeps its eval temperature this way)."""
         if n_samples < 1:
             raise ConfigError(f"n_samples must be at least 1, got {n_samples}")
         sampling = sampling or sampling_params(self.config)
@@ -159,12 +297,12 @@ class RolloutSession:
         cfg = self.config
 
         def sampling_for(traj: Trajectory) -> SamplingParams:
-            if sampling.seed is None:
-                return sampling
-            # distinct samples of a group must differ; seed + index keeps them reproducible
-            return attrs.evolve(sampling, seed=sampling.seed + trajectories_index[id(traj)])
-
-        trajectories_index = {id(t): i for i, t in enumerate(trajectories)}
+            own = {k: v for k, v in slots[id(traj)].resolved.sampling.items() if k not in keep}
+            params = attrs.evolve(sampling, **own) if own else sampling
+            if params.seed is None:
+                return params
+            # one seed per (round, instance, sample): the samples of a group differ, a new round draws anew
+            return attrs.evolve(params, seed=sample_seed(params.seed, seed_round, traj.group_id, traj.sample_index))
 
         async def init(traj: Trajectory) -> None:
             slot = slots[id(traj)]
@@ -179,25 +317,27 @@ class RolloutSession:
             if inspect.isawaitable(messages):
                 messages = await messages
             messages = [dict(m) for m in messages]
-            if cfg.agent.system_prompt:
+            system_prompt = slot.resolved.agent.system_prompt
+            if system_prompt:
                 if messages and messages[0].get("role") == "system":
-                    messages[0]["content"] = cfg.agent.system_prompt
+                    messages[0]["content"] = system_prompt
                 else:
-                    messages.insert(0, {"role": "system", "content": cfg.agent.system_prompt})
+                    messages.insert(0, {"role": "system", "content": system_prompt})
             traj.messages = messages
 
         async def run(traj: Trajectory) -> None:
             from .agent import run_agent
 
             slot = slots[id(traj)]
-            await run_agent(traj, engine=self.engine, tools=slot.resolved.tools, parser=self.parser,
-                            chat=self.chat, agent_config=cfg.agent, sampling=sampling_for(traj), ctx=slot.ctx,
+            await run_agent(traj, engine=self.engine, tools=slot.resolved.tools, parser=slot.resolved.parser,
+                            chat=slot.resolved.chat, agent_config=slot.resolved.agent, sampling=sampling_for(traj),
+                            ctx=slot.ctx,
                             engine_timeout_s=cfg.engine.timeout_s)
 
         async def evaluate(traj: Trajectory) -> None:
             slot = slots[id(traj)]
-            result = await run_verifier(slot.resolved.verifier, traj, slot.runtime, slot.instance)
-            traj.reward = float(result.reward)
+            result = await call_verifier(slot.resolved.verifier, traj, slot.runtime, slot.instance)
+            traj.reward = checked_reward(result.reward, slot.resolved.verifier_name)
             traj.metrics.update(result.metrics)
 
         async def release(traj: Trajectory) -> None:
@@ -233,6 +373,10 @@ class RolloutSession:
             await self.engine.close()
 
     # -- resolution --------------------------------------------------------------------------------------
+    def _parser(self, name: str) -> Any:
+        parser = self.registry.get("parsers", name)
+        return parser() if isinstance(parser, type) else parser
+
     def _resolve(self, tc: Any) -> _Resolved:
         key = id(tc)
         if key in self._resolved:
@@ -245,10 +389,21 @@ class RolloutSession:
                               f"{', '.join(reg.names('tools'))})")
         tools = {name: reg.get("tools", name) for name in tool_names}
         builder = reg.get("instruction_builders", tc.instruction_builder or task.instruction_builder)
-        verifier = reg.get("verifiers", tc.verifier or task.verifier)
+        verifier_name = tc.verifier or task.verifier
+        verifier = reg.get("verifiers", verifier_name)
         spec = tc.runtime if tc.runtime is not None else RuntimeSpec(type=task.runtime)
         runtime_cls = reg.get("runtimes", spec.type)
-        resolved = _Resolved(task=task, tools=tools, builder=builder, verifier=verifier, runtime_spec=spec,
-                             runtime_cls=runtime_cls)
+        index = next((i for i, t in enumerate(self.config.tasks) if t is tc), None)
+        agent = task_agent_config(self.config, index) if index is not None else self.config.agent
+        own_sampling: dict[str, Any] = {}
+        if index is not None and tc.sampling:
+            merged = task_sampling_config(self.config, index)
+            own_sampling = {k: getattr(merged, k) for k in tc.sampling}
+        if agent.keep_thinking not in self._chats:
+            self._chats[agent.keep_thinking] = ChatFormat(self.engine.tokenizer, keep_thinking=agent.keep_thinking)
+        parser = self.parser if agent.parser == self.config.agent.parser else self._parser(agent.parser)
+        resolved = _Resolved(task=task, tools=tools, builder=builder, verifier=verifier, verifier_name=verifier_name,
+                             runtime_spec=spec, runtime_cls=runtime_cls, agent=agent, parser=parser,
+                             chat=self._chats[agent.keep_thinking], sampling=own_sampling)
         self._resolved[key] = resolved
         return resolved

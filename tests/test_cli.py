@@ -93,3 +93,72 @@ def test_cli_start_up_imports_no_heavy_module():
                           env=dict(os.environ, SKYRL_LOAD_PLUGINS=""), timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == ""
+
+
+def _long_name_plugin():
+    from skyrl_core import Tool, ToolResult, hookimpl
+
+    class LongNames:
+        @hookimpl
+        def register_tools(self, register):
+            register(Tool(name="str_replace_editor_with_a_long_name", description="Edit files. " * 12,
+                          parameters={"type": "object", "properties": {"path": {"type": "string"}}},
+                          handler=lambda a, c: ToolResult(output="")))
+
+    return LongNames()
+
+
+def test_piped_tables_are_plain_lines_with_whole_names(plugins):
+    """`skyrl tools | grep NAME` must find the name: not on a terminal, every row is one tab-separated line."""
+    from click.testing import CliRunner
+
+    from skyrl_core.cli import build_cli
+
+    plugins.register_plugin(_long_name_plugin(), "long_names")
+    out = CliRunner().invoke(build_cli(), ["tools"]).output
+    lines = out.splitlines()
+    assert lines[0] == "# tool\tplugin\tparameters\tdescription"
+    row = next(line for line in lines if line.startswith("str_replace_editor_with_a_long_name\t"))
+    assert row.split("\t")[1:3] == ["long_names", "path?: string"] and row.endswith("Edit files. ")
+    tasks = CliRunner().invoke(build_cli(), ["tasks"]).output.splitlines()
+    assert any(line.startswith("gsm8k_steps\tbuiltin:gsm8k\tpython, finish\t") for line in tasks)
+    listing = CliRunner().invoke(build_cli(), ["plugins"]).output
+    assert "long_names\t-\t-\ttools: str_replace_editor_with_a_long_name\tok" in listing
+
+
+def test_terminal_table_keeps_names_whole(plugins, monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from skyrl_core import cli
+
+    plugins.register_plugin(_long_name_plugin(), "long_names")
+    buffer = io.StringIO()
+    monkeypatch.setattr(cli, "console", Console(file=buffer, force_terminal=True, width=80, color_system=None))
+    cli.tools_list(type("Ctx", (), {"invoked_subcommand": None})(), as_json=False)
+    assert "str_replace_editor_with_a_long_name" in buffer.getvalue()  # one piece, though the table is 80 wide
+
+
+def test_piped_training_prints_progress_at_a_steady_interval():
+    import io
+    import time
+
+    from rich.console import Console
+
+    from skyrl_core.trainer.cli import PipeProgress
+
+    buffer = io.StringIO()
+    progress = PipeProgress(Console(file=buffer, width=200), interval=0.1).start()
+    try:
+        progress.update("rollouts", 0, 32)
+        progress.update("rollouts", 5, 32)
+        time.sleep(0.35)
+        progress.update("rollouts", 32, 32)  # phase over: silence until the next one
+        quiet_from = len(buffer.getvalue())
+        time.sleep(0.25)
+    finally:
+        progress.stop()
+    lines = buffer.getvalue().splitlines()
+    assert len(lines) >= 2 and all(line.startswith("rollouts: 5/32 trajectories, ") for line in lines)
+    assert len(buffer.getvalue()) == quiet_from

@@ -46,7 +46,9 @@ train: {steps: 20}
 @pytest.mark.parametrize("overrides, message", [
     (["agent.max_turn=3"], "unknown config key 'agent.max_turn' (did you mean 'max_turns'?)"),
     (["tasks.0.data.limt=2"], "unknown config key 'tasks.0.data.limt' (did you mean 'limit'?)"),
-    (["backend.advantage=ppo"], "config key 'backend.advantage': must be one of rloo, grpo, none"),
+    (["agent.on_no_tool_call=retry"], "config key 'agent.on_no_tool_call': must be one of stop, nudge"),
+    (["tasks.0.agent={max_turn: 2}"], "unknown config key 'tasks.0.agent.max_turn' (did you mean 'max_turns'?)"),
+    (["tasks.0.sampling={n_samples: 2}"], "'tasks.0.sampling.n_samples': n_samples is per run"),
     (["train.steps=abc"], "config key 'train.steps': expected int"),
     (["train.steps"], "override 'train.steps' is not of the form key.sub=value"),
     (["train.steps.x=1"], "config key 'train.steps': expected int"),
@@ -107,3 +109,16 @@ def test_round_trip_through_dict():
     cfg = load_config(None, ["train.steps=3", "backend.lora={r: 8}"])
     again = config_from_dict(cfg.to_dict())
     assert again == cfg and again.backend.lora.r == 8
+
+
+def test_unknown_estimator_or_loss_names_the_registered_ones(plugins):
+    """backend.advantage and backend.policy_loss name registered components (plugins may add more): a wrong
+    name is an error listing the registered ones, raised before any rollout."""
+    from skyrl_core.errors import UnknownComponentError
+    from skyrl_core.trainer.local import resolve_policy_loss
+
+    cfg = load_config(None, ["backend.advantage=ppo", "backend.policy_loss=dpo"])
+    with pytest.raises(UnknownComponentError, match="no advantage estimator named 'ppo' is registered; registered: grpo, none, rloo"):
+        plugins.registry.get("advantage_estimators", cfg.backend.advantage)
+    with pytest.raises(UnknownComponentError, match="no policy loss named 'dpo' is registered; registered: gspo, ppo_clip, reinforce"):
+        resolve_policy_loss(cfg.backend.policy_loss)

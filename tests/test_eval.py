@@ -84,8 +84,9 @@ def test_eval_command_reports_a_bad_config_without_a_traceback(tmp_path):
 
 
 @pytest.mark.slow
-def test_skyrl_eval_on_gsm8k_end_to_end(tmp_path, shared_data):
-    """The real command: real GSM8K problems, the real model and sandbox, files written, table printed."""
+def test_skyrl_eval_on_gsm8k_end_to_end(tmp_path):
+    """The real command: real GSM8K problems (the bundled copy), the real model and sandbox, files written, table
+    printed."""
     out = tmp_path / "eval"
     proc = subprocess.run(
         [sys.executable, "-m", "skyrl_core.cli", "eval", str(REPO / "examples" / "gsm8k.yaml"), "data.limit=2",

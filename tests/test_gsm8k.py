@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -43,8 +44,12 @@ def test_bundled_copy_matches_shared_data(shared_data):
     assert len(load_gsm8k(DataSpec(path=str(shared_data / "gsm8k"), split="train"))) == 7473
 
 
-def test_commas_removed_from_answers(shared_data):
-    rows = [json.loads(line) for line in (shared_data / "gsm8k" / "test.jsonl").open()]
+# the GSM8K copy inside the package (MIT, skyrl_core/data/gsm8k/LICENSE): the tests need nothing outside the repo
+BUNDLED_TEST = Path(__file__).resolve().parents[1] / "skyrl_core" / "data" / "gsm8k" / "test.jsonl"
+
+
+def test_commas_removed_from_answers():
+    rows = [json.loads(line) for line in BUNDLED_TEST.open()]
     comma_rows = [i for i, r in enumerate(rows) if "," in r["answer"].rsplit("####", 1)[1]]
     assert len(comma_rows) == 14
     test = load_gsm8k(DataSpec(split="test"))
@@ -52,10 +57,10 @@ def test_commas_removed_from_answers(shared_data):
     assert test[comma_rows[0]].data["answer"] == rows[comma_rows[0]]["answer"].rsplit("####", 1)[1].strip().replace(",", "")
 
 
-def test_every_reference_solution_parses(shared_data):
-    rows = [json.loads(line) for line in (shared_data / "gsm8k" / "test.jsonl").open()]
+def test_every_reference_solution_parses():
+    rows = [json.loads(line) for line in BUNDLED_TEST.open()]
     assert len(rows) == 1319
-    instances = load_gsm8k(DataSpec(path=str(shared_data / "gsm8k"), split="test"))
+    instances = load_gsm8k(DataSpec(path=str(BUNDLED_TEST.parent), split="test"))
     parsed = 0
     for row, inst in zip(rows, instances):
         expected = float(row["answer"].rsplit("####", 1)[1].strip().replace(",", ""))

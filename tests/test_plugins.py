@@ -70,6 +70,40 @@ class FakePlugin:
     def register_commands(self, register):
         register(click.Command("fake-cmd", callback=lambda: click.echo("fake ran")), name="fake-cmd")
 
+    @hookimpl
+    def register_advantage_estimators(self, register):
+        # no baseline: the reward minus a fixed 0.5 (a plugin's own estimator, not a built-in's copy)
+        register(lambda rewards, groups, std_normalize: [r - 0.5 for r in rewards], name="minus_half")
+
+    @hookimpl
+    def register_policy_losses(self, register):
+        def sum_loss(logprobs, old_logprobs, advantages, mask, config, rollout_logprobs=None):
+            return -(advantages * logprobs * mask).sum(), {"sum_loss_tokens": float(mask.sum())}
+
+        register(sum_loss, name="sum_loss")
+
+    @hookimpl
+    def register_loggers(self, register):
+        register(MemoryLogger, name="memory")
+
+
+class MemoryLogger:
+    """A logger plugin: keeps the records it is given (and can be told to fail)."""
+
+    records: list = []
+
+    def __init__(self, output, config):
+        self.output = output
+        MemoryLogger.records = []
+
+    def log(self, record):
+        if record.get("fail_logger"):
+            raise OSError("disk of the logging service full")
+        MemoryLogger.records.append(record)
+
+    def close(self):
+        MemoryLogger.records.append("closed")
+
 
 @pytest.fixture
 def fake(plugins):
@@ -149,6 +183,54 @@ def test_hook_register_commands(fake):
     assert result.output.strip() == "fake ran"
 
 
+def test_hook_register_advantage_estimators(fake):
+    from skyrl_core.postprocess import build_training_batch
+    from skyrl_core.transitions import Trajectory, Transition
+
+    assert fake.registry.names("advantage_estimators") == ["grpo", "minus_half", "none", "rloo"]
+    calls = [Transition(input_ids=[1, 2], output_ids=[3], output_logprobs=[-0.1], finish_reason="stop")]
+    trajs = [Trajectory(instance_id="a", sample_index=i, task="t", group_id="a", transitions=calls, reward=r)
+             for i, r in enumerate([1.0, 0.0])]
+    batch = build_training_batch(trajs, advantage="minus_half")
+    assert [d.advantage for d in batch.data] == [0.5, -0.5]
+    assert [d.advantage for d in build_training_batch(trajs, advantage="rloo").data] == [1.0, -1.0]
+    with pytest.raises(UnknownComponentError, match="no advantage estimator named 'ppo'.*minus_half"):
+        build_training_batch(trajs, advantage="ppo")
+
+
+def test_hook_register_policy_losses(fake):
+    import torch
+
+    from skyrl_core.config import BackendConfig
+    from skyrl_core.trainer.local import resolve_policy_loss
+
+    assert fake.registry.names("policy_losses") == ["gspo", "ppo_clip", "reinforce", "sum_loss"]
+    loss_fn = resolve_policy_loss("sum_loss")
+    lp = torch.tensor([[-1.0, -2.0]])
+    loss, m = loss_fn(lp, lp, torch.ones(1, 2), torch.tensor([[1.0, 0.0]]), BackendConfig())
+    assert float(loss) == 1.0 and m == {"sum_loss_tokens": 1.0}
+    builtin, _ = resolve_policy_loss("ppo_clip")(lp, lp, torch.ones(1, 2), torch.ones(1, 2), BackendConfig())
+    assert float(builtin) == pytest.approx(-1.0)  # on-policy: -mean(A * ratio 1)
+    with pytest.raises(UnknownComponentError, match="no policy loss named 'dpo'.*gspo, ppo_clip"):
+        resolve_policy_loss("dpo")
+
+
+def test_hook_register_loggers(fake, tmp_path):
+    from skyrl_core.config import LoggingConfig
+    from skyrl_core.trainer.metrics import MetricsLogger, read_jsonl
+
+    assert fake.registry.names("loggers") == ["jsonl", "memory", "tensorboard", "wandb"]
+    logger = MetricsLogger(tmp_path, LoggingConfig(loggers=["memory"]))
+    logger.log({"kind": "train", "step": 1, "reward_mean": 0.5})
+    logger.log({"kind": "train", "step": 2, "fail_logger": True})  # the plugin's sink fails: dropped, run goes on
+    logger.log({"kind": "train", "step": 3, "reward_mean": 0.7})
+    logger.close()
+    assert MemoryLogger.records == [{"kind": "train", "step": 1, "reward_mean": 0.5}]
+    assert [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl")] == [1, 2, 3]
+    with pytest.raises(UnknownComponentError, match="no logger named 'mlflow'"):
+        MetricsLogger(tmp_path, LoggingConfig(loggers=["mlflow"]))
+
+
 def test_unknown_component_error_lists_valid_names(plugins):
     with pytest.raises(UnknownComponentError) as exc:
         plugins.registry.get("tools", "pyhton")
@@ -168,9 +250,61 @@ def test_two_third_party_plugins_with_one_name_is_an_error_naming_both(plugins):
 
     plugins.register_plugin(A(), "plugin_a")
     plugins.register_plugin(B(), "plugin_b")
+    registry = plugins.registry  # building it no longer raises: every other command still works
+    assert "python" in registry.names("tools") and "same" not in registry.names("tools")
     with pytest.raises(RegistrationError) as exc:
-        plugins.registry
+        registry.get("tools", "same")  # only the command that needs the clashing name fails
     assert "'plugin_a'" in str(exc.value) and "'plugin_b'" in str(exc.value) and "tool 'same'" in str(exc.value)
+    for name in ("plugin_a", "plugin_b"):  # both listings carry the clash, neither claims the name
+        info = plugins.infos[name]
+        assert any("tool 'same' is registered by two plugins" in p for p in info.problems)
+        assert "same" not in info.capabilities["tools"]
+        assert "two plugins" in info.to_json()["error"]
+
+
+def test_a_register_hook_that_raises_is_reported_not_fatal(plugins):
+    class HalfBroken:
+        @hookimpl
+        def register_tools(self, register):
+            register(_tool("kept_tool"))
+            raise ValueError("config file ~/.half missing")
+
+        @hookimpl
+        def register_verifiers(self, register):
+            register(lambda t, r, i: 1.0, name="half_verifier")
+
+    plugins.register_plugin(HalfBroken(), "half_broken")
+    registry = plugins.registry
+    info = plugins.infos["half_broken"]
+    assert info.problems == ["plugin 'half_broken' raised in register_tools: ValueError: config file ~/.half "
+                             "missing"]
+    # what it registered before raising, and its other hooks, stand; the built-ins are untouched
+    assert registry.get("tools", "kept_tool").name == "kept_tool"
+    assert "half_verifier" in registry.names("verifiers") and "python" in registry.names("tools")
+    with pytest.raises(UnknownComponentError) as exc:
+        registry.get("tools", "never_registered")
+    assert "half_broken' raised in register_tools" in str(exc.value)
+
+
+def test_skyrl_plugins_lists_a_broken_plugin_with_its_error(plugins):
+    from click.testing import CliRunner
+
+    from skyrl_core.cli import build_cli
+
+    class Raises:
+        @hookimpl
+        def register_tasks(self, register):
+            raise RuntimeError("boom at registration")
+
+    plugins.register_plugin(Raises(), "raises_plugin")
+    result = CliRunner().invoke(build_cli(), ["plugins", "--all", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {row["name"]: row for row in json.loads(result.output)}
+    assert rows["raises_plugin"]["error"] == ("plugin 'raises_plugin' raised in register_tasks: RuntimeError: boom "
+                                              "at registration")
+    assert "error" not in rows["builtin:generic_tools"]
+    table = CliRunner().invoke(build_cli(), ["plugins"])
+    assert table.exit_code == 0 and "boom at registration" in table.output
 
 
 def test_third_party_plugin_may_replace_a_builtin(plugins):
@@ -222,8 +356,8 @@ def test_registering_a_non_tool_is_an_error(plugins):
             register({"name": "dict_tool"}, name="dict_tool")
 
     plugins.register_plugin(NotATool(), "not_a_tool")
-    with pytest.raises(RegistrationError, match="not_a_tool"):
-        plugins.registry
+    assert "dict_tool" not in plugins.registry.names("tools")
+    assert "tools must be skyrl_core.Tool instances" in plugins.infos["not_a_tool"].problems[0]
 
 
 def test_broken_plugin_import_is_recorded(plugins):

@@ -62,20 +62,36 @@ def test_batch_advantages_masks_and_packing_metrics():
     ]
     batch = build_training_batch(trajs)
     by_id = {d.trajectory_id: d for d in batch.data}
-    assert set(by_id) == {"t:a#0", "t:a#1", "t:a#2", "t:c#1"}  # group b skipped, c#0 has no transitions
+    assert set(by_id) == {"t:a#0", "t:a#1", "t:a#2"}  # group b skipped; c#0 has no transitions, so c#1 is alone
     assert by_id["t:a#0"].advantage == pytest.approx(1.0)       # 1 - mean(0, 0)
     assert by_id["t:a#1"].advantage == pytest.approx(-0.5)      # 0 - mean(1, 0): masked reward counts
     assert by_id["t:a#2"].loss_mask == 0 and by_id["t:a#1"].loss_mask == 1
-    assert by_id["t:c#1"].advantage == pytest.approx(1.0)       # the failed sample's 0 is its baseline
     assert by_id["t:a#0"].response_mask == [1, 1, 0, 1] and by_id["t:a#0"].is_last_step
     m = batch.metrics
-    assert m["zero_advantage_groups"] == 1 and m["masked_trajectories"] == 2 and m["failed_trajectories"] == 1
-    # kept data: a#0 unpacked 5 + 7 = 12 tokens, packed 7; a#1, a#2: 4 each; c#1: 2
-    assert m["tokens_unpacked"] == 22 and m["tokens_packed"] == 17
-    assert m["packing_saving"] == pytest.approx(1 - 17 / 22)
+    assert m["zero_advantage_groups"] == 2 and m["masked_trajectories"] == 2 and m["failed_trajectories"] == 1
+    assert m["trajectories_without_data"] == 1
+    # kept data: a#0 unpacked 5 + 7 = 12 tokens, packed 7; a#1, a#2: 4 each
+    assert m["tokens_unpacked"] == 20 and m["tokens_packed"] == 15
+    assert m["packing_saving"] == pytest.approx(1 - 15 / 20)
     assert m["reward_mean"] == pytest.approx(4 / 7)
     keep_all = build_training_batch(trajs, skip_zero_advantage=False)
     assert len(keep_all.data) == 6
+    # the failed-before-any-call sample is out of the baseline: c#1 has no baseline, advantage 0 (it was 1.0
+    # when c#0's reward 0 counted, which a bridge recomputing advantages from the data never sees)
+    assert {d.trajectory_id: d.advantage for d in keep_all.data}["t:c#1"] == 0.0
+
+
+def test_a_non_finite_reward_fails_its_trajectory_not_the_step():
+    calls = [T([1, 2], [3], [-0.1])]
+    trajs = [traj("a", 0, calls, float("nan")), traj("a", 1, calls, 1.0), traj("a", 2, calls, 0.0),
+             traj("b", 0, calls, float("inf")), traj("b", 1, calls, 1.0)]
+    batch = build_training_batch(trajs, skip_zero_advantage=False)
+    assert trajs[0].finish_reason == "error_eval" and "nan" in trajs[0].error and trajs[0].masked
+    assert trajs[3].finish_reason == "error_eval" and trajs[0].reward == 0.0
+    by_id = {d.trajectory_id: d for d in batch.data}
+    assert by_id["t:a#0"].loss_mask == 0 and by_id["t:b#0"].loss_mask == 0
+    assert by_id["t:a#1"].advantage == pytest.approx(1.0)  # 1 - mean(0, 0): the failed NaN counts as 0
+    assert batch.metrics["failed_trajectories"] == 2.0
 
 
 def test_all_failed_batch_is_empty_not_an_error():

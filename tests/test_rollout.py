@@ -46,6 +46,35 @@ def raising_verifier(trajectory, runtime, instance):
     raise KeyError("expected field 'solution' missing")
 
 
+VERIFIER_THREADS: list[str] = []
+
+
+class TextOnlyParser:
+    """A parser that reads every reply as plain text (no tool calls): a task using it ends ``no_tool_call``."""
+
+    name = "text_only"
+
+    def parse(self, text, finish_reason="stop"):
+        from skyrl_core.parsers import ParseResult
+
+        return ParseResult(content=text)
+
+
+def bad_reward_verifier(trajectory, runtime, instance):
+    """Rewards that would poison the group's advantages: NaN, +inf, a string, None."""
+    return {"a": VerifierResult(reward=float("nan")), "b": float("inf"), "c": VerifierResult(reward="1")}[instance.id]
+
+
+def blocking_verifier(trajectory, runtime, instance):
+    """A synchronous verifier that blocks for 1 s (as a subprocess-based test run does)."""
+    import threading
+    import time
+
+    VERIFIER_THREADS.append(threading.current_thread().name)
+    time.sleep(1.0)
+    return 1.0
+
+
 class BrokenRuntime(LocalSandbox):
     name = "broken_rt"
 
@@ -76,6 +105,14 @@ class FakePlugin:
         register(Task(name="arith", description="tiny sums", load=load_arith, instruction_builder="arith",
                       tools=("python", "finish"), verifier="arith_check", runtime="sandbox"))
 
+        register(Task(name="arith_text", description="tiny sums, calls read as plain text", load=load_arith,
+                      instruction_builder="arith", tools=("python", "finish"), verifier="arith_check",
+                      runtime="sandbox"))
+
+    @hookimpl
+    def register_parsers(self, register):
+        register(TextOnlyParser())
+
     @hookimpl
     def register_instruction_builders(self, register):
         register(arith_builder, name="arith")
@@ -84,6 +121,8 @@ class FakePlugin:
     def register_verifiers(self, register):
         register(workspace_verifier, name="arith_check")
         register(raising_verifier, name="raises")
+        register(bad_reward_verifier, name="bad_reward")
+        register(blocking_verifier, name="blocking")
 
     @hookimpl
     def register_runtimes(self, register):
@@ -241,3 +280,114 @@ async def test_gsm8k_split_and_engine_from_the_registry(plugins):
         assert session.engine.name == "hf" and session.chat.tools_in_template is False
     finally:
         await session.close()
+
+
+async def test_non_finite_and_non_numeric_rewards_end_their_trajectory_error_eval(registry, engine):
+    cfg = config(tasks=[TaskConfig(name="arith", verifier="bad_reward")])
+    session = await RolloutSession.create(cfg, engine=AnswerFromPrompt(engine, run_model=False), registry=registry)
+    trajs, _ = await session.rollout(session.load_instances("eval"), n_samples=2)
+    by_id = {t.instance_id: t for t in trajs}
+    assert {t.finish_reason for t in trajs} == {"error_eval"}
+    assert all(t.masked and t.reward == 0.0 for t in trajs)
+    assert "verifier 'bad_reward' returned a non-finite reward nan" in by_id["a"].error
+    assert "non-finite reward inf" in by_id["b"].error
+    assert "returned reward '1' (str)" in by_id["c"].error
+    # the step goes on: the batch builds, with finite advantages
+    from skyrl_core.postprocess import build_training_batch
+
+    batch = build_training_batch(trajs)
+    assert batch.metrics["failed_trajectories"] == 6.0 and batch.metrics["reward_mean"] == 0.0
+
+
+async def test_a_synchronous_verifier_runs_off_the_event_loop(registry, engine):
+    import threading
+    import time
+
+    VERIFIER_THREADS.clear()
+    cfg = config(tasks=[TaskConfig(name="arith", verifier="blocking")])
+    session = await RolloutSession.create(cfg, engine=AnswerFromPrompt(engine, run_model=False), registry=registry)
+    ticks: list[float] = []
+
+    async def ticker():
+        while True:
+            ticks.append(time.perf_counter())
+            await asyncio.sleep(0.05)
+
+    tick = asyncio.create_task(ticker())
+    t0 = time.perf_counter()
+    trajs, _ = await session.rollout(session.load_instances("eval"), n_samples=1)
+    wall = time.perf_counter() - t0
+    tick.cancel()
+    assert [t.reward for t in trajs] == [1.0, 1.0, 1.0]
+    assert len(VERIFIER_THREADS) == 3 and threading.main_thread().name not in VERIFIER_THREADS
+    assert wall < 2.5  # three 1 s verifiers overlapped (on the loop they would take 3 s)
+    gaps = [b - a for a, b in zip(ticks, ticks[1:])]
+    assert max(gaps) < 0.5  # the loop kept running while they blocked
+
+
+async def test_every_sample_of_every_round_gets_its_own_reproducible_seed(registry, engine):
+    from skyrl_core.rollout import sample_seed, sampling_params
+
+    class RecordSeeds(AnswerFromPrompt):
+        def __init__(self, inner):
+            super().__init__(inner, run_model=False)
+            self.seeds: list[int] = []
+
+        async def generate(self, input_ids, sampling):
+            self.seeds.append(sampling.seed)
+            return await super().generate(input_ids, sampling)
+
+    cfg = config()
+    eng = RecordSeeds(engine)
+    session = await RolloutSession.create(cfg, engine=eng, registry=registry)
+    items = session.load_instances("eval")
+    sampling = sampling_params(cfg, seed=7)
+    per_round = {}
+    for name in ("step-1", "step-2", "step-1"):
+        eng.seeds.clear()
+        trajs, _ = await session.rollout(items, n_samples=2, sampling=sampling, seed_round=name)
+        per_trajectory = {(t.group_id, t.sample_index) for t in trajs}
+        assert len(per_trajectory) == 6
+        seeds = set(eng.seeds)
+        assert len(seeds) == 6  # one seed per (instance, sample); both LLM calls of a trajectory share it
+        assert seeds == {sample_seed(7, name, g, k) for g, k in per_trajectory}
+        per_round.setdefault(name, []).append(seeds)
+    assert per_round["step-1"][0] == per_round["step-1"][1]  # reproducible
+    assert not per_round["step-1"][0] & per_round["step-2"][0]  # a new step draws new seeds
+
+
+async def test_each_task_has_its_own_parser_agent_and_sampling_settings(registry, engine):
+    """One run, two tasks: the second reads calls with another parser, has its own system prompt and samples
+    at most 5 tokens; the first keeps the run's settings."""
+
+    class RecordMaxTokens(AnswerFromPrompt):
+        def __init__(self, inner):
+            super().__init__(inner, run_model=False)
+            self.seen: list[tuple[str, int]] = []
+
+        async def generate(self, input_ids, sampling):
+            text = self.tokenizer.decode(input_ids)
+            self.seen.append(("two" if "Task two." in text else "one", sampling.max_tokens))
+            return await super().generate(input_ids, sampling)
+
+    cfg = config(tasks=[TaskConfig(name="arith"),
+                        TaskConfig(name="arith_text", parser="text_only", agent={"system_prompt": "Task two."},
+                                   sampling={"max_tokens": 5})])
+    eng = RecordMaxTokens(engine)
+    session = await RolloutSession.create(cfg, engine=eng, registry=registry)
+    items = session.load_instances("eval")
+    assert [tc.name for tc, _ in items] == ["arith"] * 3 + ["arith_text"] * 3
+    trajs, _ = await session.rollout([items[0], items[3]], n_samples=1)
+    one, two = trajs
+    assert one.task == "arith" and one.finish_reason == "finished" and one.reward == 1.0
+    assert one.tool_calls == {"python": 1, "finish": 1}
+    assert two.task == "arith_text" and two.finish_reason == "no_tool_call" and two.tool_calls == {}
+    assert two.messages[0]["content"].startswith("Task two.") and not one.messages[0]["content"].startswith("Task")
+    assert set(eng.seen) == {("one", 16), ("two", 5)}
+
+    from skyrl_core.trainer.loop import trajectory_summary
+
+    summary = trajectory_summary(trajs)
+    assert summary["reward_mean"] == 0.5
+    assert summary["task/arith/pass_rate"] == 1.0 and summary["task/arith_text/pass_rate"] == 0.0
+    assert summary["task/arith_text/finish/no_tool_call"] == 1.0

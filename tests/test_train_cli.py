@@ -207,3 +207,32 @@ def test_sampled_eval_is_seeded_so_evals_compare_on_common_random_numbers(tiny_r
     assert len(outputs["a"]) == 3 and all(outputs["a"])
     assert outputs["a"] == outputs["b"]
     assert outputs["a"] != outputs["c"]
+
+
+def test_resume_refuses_a_changed_data_order_naming_the_keys(tiny_run_config, tmp_path):
+    """A checkpoint stores the data fingerprint; --resume with another train.seed or data.limit is an error
+    naming those keys (the cursor would index another order), unless the change is accepted explicitly."""
+    import asyncio
+
+    from skyrl_core.config import load_config
+    from skyrl_core.errors import SkyrlError
+    from skyrl_core.trainer.loop import TrainRun
+
+    out = tmp_path / "run"
+    base = ["train.steps=1", "train.checkpoint_every=1", "sampling.n_samples=1", "train.batch_size=1"]
+    asyncio.run(TrainRun(load_config(tiny_run_config, base), out).run())
+    state = json.loads((latest_checkpoint(out / "checkpoints") / "state.json").read_text())
+    assert state["data_fingerprint"]["train.seed"] == 0
+    assert state["data_fingerprint"]["tasks.0.data.limit"] == 6
+    assert state["data_fingerprint"]["train_instances"].startswith("6:")
+
+    changed = load_config(tiny_run_config, base + ["train.steps=2", "train.seed=3", "data.limit=5"])
+    with pytest.raises(SkyrlError) as err:
+        asyncio.run(TrainRun(changed, out, resume=True).run())
+    message = str(err.value)
+    assert "train.seed: 0 -> 3" in message and "tasks.0.data.limit: 6 -> 5" in message
+    assert "train_instances" in message and "--accept-data-change" in message
+    assert len(train_records(out)) == 1  # nothing ran
+    # the same config resumes; a changed one resumes when accepted
+    summary = asyncio.run(TrainRun(changed, out, resume=True, accept_data_change=True).run())
+    assert summary["steps"] == 2 and [r["step"] for r in train_records(out)] == [1, 2]

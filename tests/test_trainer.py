@@ -3,6 +3,7 @@ checkpoints. The real SmolLM2 checkpoint is exercised by the slow tests and the 
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -115,6 +116,52 @@ def test_policy_loss_on_policy_clipping_and_tis():
         policy_loss(lp3, lp3, torch.zeros(2, 2), lp3)
 
 
+def test_sampler_kl_metrics_estimate_kl_of_sampler_to_trainer_with_the_right_sign():
+    """Tokens drawn from the sampler q = (0.8, 0.2) in exact proportion, scored by a trainer p = (0.5, 0.5):
+    the token-mean of k1 and of k3 both equal KL(q || p) exactly (Schulman 2020); the old ``rollout_kl``,
+    mean(trainer - rollout), was its negative."""
+    import math
+
+    q, p = [0.8, 0.2], [0.5, 0.5]
+    kl = sum(qi * math.log(qi / pi) for qi, pi in zip(q, p))
+    tokens = [0] * 8 + [1] * 2
+    rollout = torch.tensor([[math.log(q[t]) for t in tokens]])
+    trainer = torch.tensor([[math.log(p[t]) for t in tokens]])
+    mask = torch.ones_like(rollout)
+    _, m = policy_loss(trainer, trainer, torch.ones_like(mask), mask, rollout_logprobs=rollout)
+    assert m["kl_sampler_trainer_k1"] == pytest.approx(kl, rel=1e-5) and kl == pytest.approx(0.1927, abs=1e-4)
+    assert m["kl_sampler_trainer_k3"] == pytest.approx(kl, rel=1e-5)
+    assert "rollout_kl" not in m
+    # k3 is never negative on a single token; k1 can be
+    one = torch.tensor([[math.log(0.2)]])
+    _, m1 = policy_loss(torch.tensor([[math.log(0.5)]]), torch.tensor([[math.log(0.5)]]), torch.ones(1, 1),
+                        torch.ones(1, 1), rollout_logprobs=one)
+    assert m1["kl_sampler_trainer_k1"] < 0 < m1["kl_sampler_trainer_k3"]
+
+
+def test_gspo_clips_whole_sequences_by_their_geometric_mean_ratio():
+    import math
+
+    from skyrl_core.config import BackendConfig
+    from skyrl_core.trainer.losses import gspo_loss
+
+    bc = BackendConfig(clip=0.1)
+    # row 0: token log-ratios 0.3 and -0.1 -> sequence ratio exp(0.1) = 1.105 > 1.1 with A > 0: clipped;
+    # row 1: one token, log-ratio 0.05 (the padded second position is out of the mask) -> 1.051, not clipped
+    old = torch.zeros(2, 2)
+    lp = torch.tensor([[0.3, -0.1], [0.05, 9.0]], requires_grad=True)
+    mask = torch.tensor([[1.0, 1.0], [1.0, 0.0]])
+    adv = torch.tensor([[1.0, 1.0], [-2.0, -2.0]])
+    loss, m = gspo_loss(lp, old, adv, mask, bc)
+    expected = (-(1.1 * 1.0) + -(-2.0 * math.exp(0.05))) / 2
+    assert float(loss.detach()) == pytest.approx(expected, rel=1e-5)
+    assert m["clip_fraction"] == 0.5 and m["ratio_max"] == pytest.approx(math.exp(0.1), rel=1e-5)
+    loss.backward()
+    assert lp.grad[0].tolist() == [0.0, 0.0]  # the clipped sequence gives no gradient, to any of its tokens
+    # row 1: d/dlp of -(A * exp(lp)) / 2 rows, A = -2: exp(0.05); the masked position none
+    assert lp.grad[1, 0] == pytest.approx(math.exp(0.05), rel=1e-5) and lp.grad[1, 1] == 0.0
+
+
 def test_padding_does_not_change_logprobs(tiny_model_dir):
     backend = LocalBackend(make_config(tiny_model_dir))
     batch = make_batch()
@@ -160,7 +207,15 @@ def test_micro_batches_accumulate_to_the_same_gradient(tiny_model_dir):
 def test_mini_batches_and_kl_entropy_terms_run(tiny_model_dir):
     backend = LocalBackend(make_config(tiny_model_dir, mini_batches=2, kl_coef=0.1, entropy_coef=0.01, tis_cap=2.0))
     m = backend.train_step_sync(make_batch(seed=5))
-    assert m["updates"] == 2 and m["kl"] >= 0 and m["entropy"] > 0 and "tis_weight_mean" in m
+    assert m["updates"] == 2 and m["kl_policy_ref_k3"] >= 0 and m["entropy"] > 0 and "tis_weight_mean" in m
+    assert "kl_policy_ref_k1" in m and "kl_sampler_trainer_k3" in m
+
+
+@pytest.mark.parametrize("loss_name", ["gspo", "reinforce"])
+def test_the_configured_policy_loss_trains(tiny_model_dir, loss_name):
+    backend = LocalBackend(make_config(tiny_model_dir, policy_loss=loss_name, mini_batches=2))
+    m = backend.train_step_sync(make_batch(seed=3))
+    assert m["updates"] == 2 and math.isfinite(m["loss"]) and "clip_fraction" in m
 
 
 def test_nan_loss_skips_the_update_and_counts(tiny_model_dir):

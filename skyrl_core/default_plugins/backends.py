@@ -1,5 +1,7 @@
-"""Built-in training backend ``local`` and the ``skyrl train`` command. Imports stay light: torch loads only when
-a backend is built or the command runs."""
+"""Built-in training backend ``local``, the RL pieces it swaps by name — advantage estimators (``rloo``, ``grpo``,
+``none``), policy losses (``ppo_clip``, ``gspo``, ``reinforce``), metric loggers (``jsonl``, ``tensorboard``,
+``wandb``) — and the ``skyrl train`` command. Imports stay light: torch loads only when a backend is built, a loss
+is first called or the command runs."""
 
 from __future__ import annotations
 
@@ -20,6 +22,46 @@ local_backend.name = "local"
 def register_backends(register):
     register(local_backend, name="local")
 
+
+
+class _PolicyLoss:
+    """A built-in policy loss of :mod:`skyrl_core.trainer.losses`, imported (with torch) on first call."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, *args, **kwargs):
+        from skyrl_core.trainer.losses import POLICY_LOSSES
+
+        return POLICY_LOSSES[self.name](*args, **kwargs)
+
+    @property
+    def __doc__(self) -> str:  # what `skyrl plugins` and help() show: the loss's own docstring
+        from skyrl_core.trainer.losses import POLICY_LOSSES
+
+        return POLICY_LOSSES[self.name].__doc__ or ""
+
+
+@hookimpl(trylast=True)
+def register_advantage_estimators(register):
+    from skyrl_core.advantages import METHODS, Estimator
+
+    for method in METHODS:
+        register(Estimator(method), name=method)
+
+
+@hookimpl(trylast=True)
+def register_policy_losses(register):
+    for name in ("ppo_clip", "gspo", "reinforce"):
+        register(_PolicyLoss(name), name=name)
+
+
+@hookimpl(trylast=True)
+def register_loggers(register):
+    from skyrl_core.trainer.metrics import BUILTIN_LOGGERS
+
+    for name, factory in BUILTIN_LOGGERS.items():
+        register(factory, name=name)
 
 
 @hookimpl(trylast=True)

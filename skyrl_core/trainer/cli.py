@@ -13,6 +13,67 @@ from rich.console import Console
 train_app = typer.Typer(rich_markup_mode=None, add_completion=False)
 
 
+PROGRESS_INTERVAL_S = 30.0  # how often a piped run prints where its current phase stands
+
+
+class PipeProgress:
+    """Progress lines for a run whose stderr is not a terminal (a pipe, a log file), where rich's live bar shows
+    nothing: while a phase (``rollouts``, ``eval``) runs, a daemon thread prints ``<phase>: done/total
+    trajectories, <s> s`` every ``interval`` seconds (``SKYRL_PROGRESS_INTERVAL_S``, default 30), so a log under
+    load is never minutes of silence. ``update`` is what ``TrainRun.on_rollout`` calls."""
+
+    def __init__(self, console: Console, interval: float) -> None:
+        import threading
+
+        self.console = console
+        self.interval = interval
+        self.state: tuple[str, int, int, float] | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="skyrl-progress", daemon=True)
+
+    def start(self) -> "PipeProgress":
+        self._thread.start()
+        return self
+
+    def update(self, phase: str, done: int, total: int) -> None:
+        import time
+
+        with self._lock:
+            if done == 0 or self.state is None or self.state[0] != phase:
+                self.state = (phase, done, total, time.monotonic())
+            else:
+                self.state = (phase, done, total, self.state[3])
+            if done >= total:
+                self.state = None
+
+    def line(self) -> str | None:
+        import time
+
+        with self._lock:
+            if self.state is None:
+                return None
+            phase, done, total, since = self.state
+        return f"{phase}: {done}/{total} trajectories, {time.monotonic() - since:.0f} s"
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            text = self.line()
+            if text is not None:
+                self.console.print(text, highlight=False, soft_wrap=True)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def task_line(record: dict, key: str, label: str) -> str:
+    """``"gsm8k_steps reward 0.50, swe reward 0.00"`` from a multi-task record's ``task/<name>/<key>`` values
+    ("" for a single-task record)."""
+    parts = [f"{k.split('/')[1]} {label} {_fmt(v)}" for k, v in sorted(record.items())
+             if k.startswith("task/") and k.endswith(f"/{key}")]
+    return ", ".join(parts)
+
+
 def default_output(config_path: str) -> Path:
     return Path("runs") / Path(config_path).stem
 
@@ -28,6 +89,9 @@ def train_command(
                                                               "data.limit=4."),
     output: Optional[str] = typer.Option(None, "--output", "-o", help="Run directory (default runs/<config name>)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --output from its latest checkpoint."),
+    accept_data_change: bool = typer.Option(False, "--accept-data-change",
+                                            help="With --resume: continue although the keys that decide the data "
+                                                 "order changed (train instances may then repeat or be skipped)."),
 ) -> None:
     """Train an agent with RL: rollouts -> training data -> train step -> weight sync, with eval, checkpoints,
     metrics (metrics.jsonl, TensorBoard/W&B when enabled) and a final plot (training.png)."""
@@ -50,10 +114,18 @@ def train_command(
     task = progress.add_task("", total=cfg.train.steps)
     phase_task = progress.add_task("", total=1, visible=False)
 
+    piped = None
+    if not console.is_terminal:
+        import os
+
+        piped = PipeProgress(console, float(os.environ.get("SKYRL_PROGRESS_INTERVAL_S", PROGRESS_INTERVAL_S)))
+
     def on_rollout(phase: str, done: int, total: int) -> None:
         # the trajectories of the current rollout or eval, so the minutes before a step's line are visible too
         progress.update(phase_task, completed=done, total=max(total, 1), visible=done < total,
                         description=f"{phase}: {done}/{total} trajectories")
+        if piped is not None:
+            piped.update(phase, done, total)
 
     def on_step(record: dict) -> None:
         if record["kind"] == "eval":
@@ -61,6 +133,9 @@ def train_command(
                           f"on {record['n']} instances, turns {_fmt(record.get('mean_turns'))}, "
                           f"tool calls {_fmt(record.get('tool_calls_per_trajectory'))} "
                           f"({_fmt(record['eval_s'], '.0f')} s)", highlight=False, soft_wrap=True)
+            per_task = task_line(record, "pass@1", "pass@1")
+            if per_task:
+                console.print(f"  per task: {per_task}", highlight=False, soft_wrap=True)
             return
         progress.update(task, completed=record["step"],
                         description=f"reward {_fmt(record.get('reward_mean'))} "
@@ -72,12 +147,22 @@ def train_command(
                       f"{_fmt(record.get('batch/zero_advantage_groups'), '.0f')}, loss "
                       f"{_fmt(record.get('train/loss'), '.4f')}, rollout {_fmt(record.get('rollout_s'), '.0f')} s, "
                       f"train {_fmt(record.get('train_s'), '.0f')} s", highlight=False, soft_wrap=True)
+        per_task = task_line(record, "reward_mean", "reward")
+        if per_task:
+            console.print(f"  per task: {per_task}", highlight=False, soft_wrap=True)
 
-    run = TrainRun(cfg, out, resume=resume, on_step=on_step, on_rollout=on_rollout)
-    with progress:
-        if resume:
-            progress.update(task, completed=0)
-        summary = asyncio.run(run.run())
+    run = TrainRun(cfg, out, resume=resume, on_step=on_step, on_rollout=on_rollout,
+                   accept_data_change=accept_data_change)
+    if piped is not None:
+        piped.start()
+    try:
+        with progress:
+            if resume:
+                progress.update(task, completed=0)
+            summary = asyncio.run(run.run())
+    finally:
+        if piped is not None:
+            piped.stop()
     first, last = summary["eval_first"], summary["eval_last"]
     if first and last:
         console.print(f"eval pass@1: {first['pass@1']:.3f} (step {first['step']}) -> {last['pass@1']:.3f} "

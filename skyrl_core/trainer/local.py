@@ -29,10 +29,19 @@ import torch
 from ..backends import Backend
 from ..errors import ConfigError, SkyrlError
 from ..transitions import Datum, TrainingBatch
-from .losses import entropy_from_logits, kl_penalty, policy_loss
+from .losses import entropy_from_logits, kl_penalty, masked_mean
 from .memory import release_freed_memory
 
 log = logging.getLogger(__name__)
+
+
+def resolve_policy_loss(name: str) -> Any:
+    """The policy loss ``backend.policy_loss`` names: a built-in of :data:`~skyrl_core.trainer.losses.POLICY_LOSSES`
+    or one a plugin registered through ``register_policy_losses``. Raises UnknownComponentError listing the
+    registered ones."""
+    from ..plugins import get_registry
+
+    return get_registry().get("policy_losses", name)
 
 
 def plan_micro_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
@@ -68,6 +77,7 @@ class LocalBackend(Backend):
         super().__init__(config, engine)
         bc = config.backend
         self.bc = bc
+        self.policy_loss = resolve_policy_loss(bc.policy_loss)
         shared = engine is not None and isinstance(getattr(engine, "model", None), torch.nn.Module)
         if shared:
             self.model = engine.model
@@ -335,12 +345,13 @@ class LocalBackend(Backend):
         Bridges override this to use their own trainer's loss on the same data."""
         bc = self.bc
         mask = mb["loss_tokens"]
-        loss, m = policy_loss(lp, old, mb["advantages"], mask, clip_low=bc.clip, clip_high=bc.clip_high,
-                              tis_cap=bc.tis_cap, rollout_logprobs=mb.get("rollout_logprobs"))
+        loss, m = self.policy_loss(lp, old, mb["advantages"], mask, bc, rollout_logprobs=mb.get("rollout_logprobs"))
         if bc.kl_coef > 0:
-            kl = kl_penalty(lp, self._ref_logprobs(mb), mask)
+            ref = self._ref_logprobs(mb)
+            kl = kl_penalty(lp, ref, mask)
             loss = loss + bc.kl_coef * kl
-            m["kl"] = float(kl.detach())
+            m["kl_policy_ref_k3"] = float(kl.detach())
+            m["kl_policy_ref_k1"] = float(masked_mean(lp.detach() - ref, mask))
         if bc.entropy_coef > 0:
             ent = (entropy_from_logits(logits) * mask).sum() / mask.sum().clamp(min=1.0)
             loss = loss - bc.entropy_coef * ent

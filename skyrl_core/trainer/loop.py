@@ -18,6 +18,7 @@ after the checkpoint are dropped from metrics.jsonl on resume).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import random
@@ -26,10 +27,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import attrs
+
 from ..backends import TrainingDivergedError, create_backend
 from ..config import Config, config_to_yaml
 from ..errors import SkyrlError
 from ..postprocess import build_training_batch
+from ..rollout import sampling_params
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .memory import current_rss_mb, peak_rss_mb, release_freed_memory
 from .metrics import MetricsLogger
@@ -37,7 +41,37 @@ from .metrics import MetricsLogger
 log = logging.getLogger(__name__)
 
 
-EVAL_SEED_BASE = 20_251_116  # eval sampling seed when sampling.seed is unset (+ train.seed)
+EVAL_SEED_BASE = 20_251_116  # sampling seed base when sampling.seed is unset (+ train.seed)
+
+
+def data_fingerprint(config: Config, train_items: Sequence[tuple[Any, Any]]) -> dict[str, Any]:
+    """Every setting that decides which train instances a step gets, by config key, plus a digest of the train
+    instances themselves (``train_instances``: count and a SHA-256 over task, id and normalised content in load
+    order, so an edited data file counts too). A checkpoint stores it; ``--resume`` compares it with the
+    resumed config's (see :func:`fingerprint_changes`). ``train.batch_size`` is not in it: the cursor counts
+    instances, so a new batch size neither repeats nor skips any."""
+    from ..rollout import instance_content
+
+    fp: dict[str, Any] = {"train.seed": config.train.seed, "tasks": [tc.name for tc in config.tasks]}
+    for i, tc in enumerate(config.tasks):
+        for key, value in attrs.asdict(tc.data).items():
+            fp[f"tasks.{i}.data.{key}"] = json.loads(json.dumps(value, sort_keys=True, default=str))
+    digest = hashlib.sha256()
+    for tc, inst in train_items:
+        digest.update(f"{tc.name}\0{inst.id}\0{instance_content(inst)}\n".encode())
+    fp["train_instances"] = f"{len(train_items)}:{digest.hexdigest()[:16]}"
+    return fp
+
+
+def fingerprint_changes(stored: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """``"key: stored -> current"`` for every key whose value differs (a key only one side has included)."""
+    missing = object()
+    out = []
+    for key in sorted(set(stored) | set(current)):
+        a, b = stored.get(key, missing), current.get(key, missing)
+        if a != b:
+            out.append(f"{key}: {'(unset)' if a is missing else a!r} -> {'(unset)' if b is missing else b!r}")
+    return out
 
 
 class DataCursor:
@@ -68,9 +102,21 @@ class DataCursor:
         return out
 
 
-def trajectory_summary(trajectories: Sequence[Any]) -> dict[str, float]:
-    """Rollout figures of a step: reward, pass rate, turns, tool calls, finish reasons, masked/failed counts."""
+def trajectory_summary(trajectories: Sequence[Any], per_task: bool = True) -> dict[str, float]:
+    """Rollout figures of a step: reward, pass rate, turns, tool calls, finish reasons, masked/failed counts.
+
+    When the trajectories come from more than one task (and ``per_task``), the same figures per task follow
+    under ``task/<name>/<figure>`` (``task/gsm8k_steps/pass_rate``, ...): pooled figures hide that one task
+    learns while another does not."""
     n = len(trajectories)
+    tasks = sorted({t.task for t in trajectories})
+    if per_task and len(tasks) > 1:
+        out = trajectory_summary(trajectories, per_task=False)
+        for name in tasks:
+            mine = trajectory_summary([t for t in trajectories if t.task == name], per_task=False)
+            out.update({f"task/{name}/{k}": v for k, v in mine.items()})
+            out[f"task/{name}/trajectories"] = float(sum(t.task == name for t in trajectories))
+        return out
     if not n:
         return {"trajectories": 0.0}
     calls = [sum(t.tool_calls.values()) for t in trajectories]
@@ -103,14 +149,18 @@ class TrainRun:
     ``session_factory`` (async, ``config -> session``) defaults to ``RolloutSession.create``. ``on_step`` is
     called with each train record (progress display); ``on_rollout(phase, done, total)`` with each finished
     trajectory of a rollout (``phase`` is ``rollouts`` or ``eval``). Raises SkyrlError when ``output`` already holds
-    checkpoints and ``resume`` is False, or ``resume`` is True and there is none.
+    checkpoints and ``resume`` is False, or ``resume`` is True and there is none, or ``resume`` is True and the
+    data fingerprint of the checkpoint (:func:`data_fingerprint`) differs from this config's, naming the keys
+    (``accept_data_change`` resumes anyway, with a warning: the cursor then indexes the new order).
     """
 
     def __init__(self, config: Config, output: str | Path, resume: bool = False,
                  session_factory: Callable[[Config], Any] | None = None,
                  on_step: Callable[[dict], None] | None = None,
-                 on_rollout: Callable[[str, int, int], None] | None = None) -> None:
+                 on_rollout: Callable[[str, int, int], None] | None = None,
+                 accept_data_change: bool = False) -> None:
         self.config = config
+        self.accept_data_change = accept_data_change
         self.on_rollout = on_rollout
         self.output = Path(output)
         self.ckpt_root = self.output / "checkpoints"
@@ -134,19 +184,24 @@ class TrainRun:
             raise SkyrlError(f"{self.output} already holds a run (checkpoint {existing.name}); pass --resume to "
                              f"continue it or --output DIR for a new run")
         self.output.mkdir(parents=True, exist_ok=True)
-        (self.output / "config.yaml").write_text(config_to_yaml(self.config))
         if self.session_factory is None:
             from ..rollout import RolloutSession
 
             self.session = await RolloutSession.create(self.config)
         else:
             self.session = await self.session_factory(self.config)
+        # a misspelled estimator fails now, naming the registered ones, not after the first rollout
+        self.session.registry.get("advantage_estimators", self.config.backend.advantage)
         self.backend = create_backend(self.config, self.session.engine)
         self.train_items = self.session.load_instances("train")
         needs_eval = self.config.train.eval_every > 0 or self.config.train.eval_at_start
         self.eval_items = self.session.load_instances("eval") if needs_eval else []
-        self.logger = MetricsLogger(self.output, self.config.logging, self.config.to_dict())
+        self.fingerprint = data_fingerprint(self.config, self.train_items)
         position = 0
+        if self.resume:
+            self._check_fingerprint(existing)
+        (self.output / "config.yaml").write_text(config_to_yaml(self.config))
+        self.logger = MetricsLogger(self.output, self.config.logging, self.config)
         if self.resume:
             state = load_checkpoint(existing, self.backend)
             self.step = int(state["step"])
@@ -161,6 +216,33 @@ class TrainRun:
         self.cursor = DataCursor(len(self.train_items), self.config.train.seed, position)
         self._cursor_done = position
 
+    def _check_fingerprint(self, checkpoint: Path) -> None:
+        try:
+            stored = json.loads((checkpoint / "state.json").read_text()).get("data_fingerprint")
+        except (OSError, json.JSONDecodeError):
+            stored = None  # load_checkpoint reports an unreadable state.json
+        if stored is None:
+            log.warning("checkpoint %s has no data fingerprint (written before skyrl stored one): resuming "
+                        "without checking that the data order is unchanged", checkpoint)
+            return
+        changes = fingerprint_changes(stored, self.fingerprint)
+        if not changes:
+            return
+        message = (f"--resume: the config changed what the run's data cursor indexes since {checkpoint.name} "
+                   f"({'; '.join(changes)}); resuming would repeat or skip train instances. Restore those keys, "
+                   f"or pass --accept-data-change to resume anyway")
+        if not self.accept_data_change:
+            raise SkyrlError(message)
+        log.warning("%s (accepted)", message)
+
+    @property
+    def sampling_seed(self) -> int:
+        """The base of every sampling seed of the run: ``sampling.seed``, else one fixed from ``train.seed``.
+        Each trajectory samples with :func:`skyrl_core.rollout.sample_seed` of it, its round (``step-<n>`` or
+        ``eval``), its group and its sample index, so a run is reproducible and no two samples share a seed."""
+        cfg = self.config
+        return cfg.sampling.seed if cfg.sampling.seed is not None else EVAL_SEED_BASE + cfg.train.seed
+
     # -- one step --------------------------------------------------------------------------------------------
     def step_items(self) -> list[Any]:
         """The instances of the next step (advances the cursor)."""
@@ -172,7 +254,9 @@ class TrainRun:
         t0 = time.perf_counter()
         items = self.step_items()
         self._watch_rollout("rollouts", len(items) * cfg.sampling.n_samples)
-        trajectories, dispatch = await self.session.rollout(items, cfg.sampling.n_samples)
+        sampling = sampling_params(cfg, seed=self.sampling_seed)
+        trajectories, dispatch = await self.session.rollout(items, cfg.sampling.n_samples, sampling,
+                                                            seed_round=f"step-{step}")
         _raise_if_cancelled()
         t_rollout = time.perf_counter() - t0
         self._dump_trajectories(f"step-{step:06d}", trajectories)
@@ -205,24 +289,23 @@ class TrainRun:
     async def evaluate(self) -> dict[str, Any]:
         """Roll out every eval instance once at ``train.eval_temperature``; log and return the eval record.
 
-        Sampled evals are seeded (``sampling.seed``, else one fixed from ``train.seed``): eval instance ``i``
-        draws from the same random stream at every eval, so the before/after comparison uses common random
-        numbers and its difference is less noisy than two independent draws."""
-        from ..inference.base import SamplingParams
-
+        Sampled evals are seeded (:attr:`sampling_seed`, round ``eval``): eval instance ``i`` draws from the
+        same random stream at every eval, so the before/after comparison uses common random numbers and its
+        difference is less noisy than two independent draws."""
         cfg = self.config
         t0 = time.perf_counter()
-        seed = cfg.sampling.seed if cfg.sampling.seed is not None else EVAL_SEED_BASE + cfg.train.seed
-        sampling = SamplingParams(temperature=cfg.train.eval_temperature, top_p=cfg.sampling.top_p,
-                                  top_k=cfg.sampling.top_k, max_tokens=cfg.sampling.max_tokens, seed=seed)
+        sampling = sampling_params(cfg, temperature=cfg.train.eval_temperature, seed=self.sampling_seed)
         self._watch_rollout("eval", len(self.eval_items))
-        trajectories, _ = await self.session.rollout(self.eval_items, 1, sampling)
+        trajectories, _ = await self.session.rollout(self.eval_items, 1, sampling, seed_round="eval",
+                                                     keep=("temperature",))
         _raise_if_cancelled()
         self._dump_trajectories(f"eval-{self.step:06d}", trajectories)
         release_freed_memory()
         summary = trajectory_summary(trajectories)
         record = {"kind": "eval", "step": self.step, "n": len(trajectories),
                   "pass@1": summary.get("pass_rate", 0.0), **summary, "eval_s": time.perf_counter() - t0}
+        for key in [k for k in summary if k.startswith("task/") and k.endswith("/pass_rate")]:
+            record[key.replace("/pass_rate", "/pass@1")] = summary[key]
         self._log(record)
         return record
 
@@ -264,7 +347,8 @@ class TrainRun:
     def checkpoint(self) -> Path | None:
         if self.step == self._saved_step:
             return None
-        state: dict[str, Any] = {"cursor": self._cursor_done, "config": self.config.to_dict()}
+        state: dict[str, Any] = {"cursor": self._cursor_done, "config": self.config.to_dict(),
+                                 "data_fingerprint": self.fingerprint}
         memory = getattr(self.session, "cost_memory", None)
         if memory is not None:  # the instances' measured stage seconds, so a resumed run keeps its priorities
             state["stage_costs"] = memory.to_state()

@@ -33,8 +33,8 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
     ``clip_low``/``clip_high`` bound the ratio to ``[1 - clip_low, 1 + clip_high]`` (``clip_high`` defaults to
     ``clip_low``; a larger one is DAPO's "clip-higher"). ``tis_cap`` with ``rollout_logprobs`` enables truncated
     importance sampling. Returns the scalar loss and detached float metrics: ``clip_fraction``,
-    ``ratio_mean``, ``ratio_max``, ``tis_weight_mean``, ``rollout_kl`` (mean of ``old - rollout`` logprobs, an
-    estimate of KL(trainer || sampler)) where ``rollout_logprobs`` is given.
+    ``ratio_mean``, ``ratio_max``, ``tis_weight_mean``, and where ``rollout_logprobs`` is given the two estimates
+    of KL(sampler || trainer) of :func:`sampler_kl_metrics`.
 
     Raises ValueError when the shapes differ or ``tis_cap`` is set without ``rollout_logprobs``.
     """
@@ -58,7 +58,7 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
             raise ValueError(f"policy_loss: rollout_logprobs has shape {tuple(rollout_logprobs.shape)}, "
                              f"logprobs {tuple(shape)}")
         diff = (old_logprobs.detach() - rollout_logprobs).to(logprobs.dtype)
-        metrics["rollout_kl"] = float(masked_mean(diff, mask))
+        metrics.update(sampler_kl_metrics(old_logprobs.detach(), rollout_logprobs.to(logprobs.dtype), mask))
         if tis_cap is not None:
             weight = torch.exp(diff).clamp(max=tis_cap).detach()
             per_token = per_token * weight
@@ -72,11 +72,90 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
     return loss, metrics
 
 
+def ppo_clip_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
+                  config, rollout_logprobs: torch.Tensor | None = None) -> tuple[torch.Tensor, dict]:
+    """Policy loss ``ppo_clip`` (the default, the paper's recipe): :func:`policy_loss` with ``config.clip``,
+    ``config.clip_high`` and ``config.tis_cap`` of a BackendConfig."""
+    return policy_loss(logprobs, old_logprobs, advantages, mask, clip_low=config.clip, clip_high=config.clip_high,
+                       tis_cap=config.tis_cap, rollout_logprobs=rollout_logprobs)
+
+
+def reinforce_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
+                   config, rollout_logprobs: torch.Tensor | None = None) -> tuple[torch.Tensor, dict]:
+    """Policy loss ``reinforce``: the unclipped importance-weighted policy gradient ``-A * exp(lp - old)``,
+    token-mean over ``mask`` (Williams 1992; with RLOO advantages the estimator of Ahmadian et al. 2024). On
+    policy (one mini-batch) it equals ``ppo_clip``; with several mini-batches nothing bounds the update."""
+    return policy_loss(logprobs, old_logprobs, advantages, mask, clip_low=float("inf"), clip_high=float("inf"),
+                       tis_cap=config.tis_cap, rollout_logprobs=rollout_logprobs)
+
+
+def gspo_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
+              config, rollout_logprobs: torch.Tensor | None = None) -> tuple[torch.Tensor, dict]:
+    """Policy loss ``gspo``: sequence-level clipping (Zheng et al. 2025, "Group Sequence Policy Optimization",
+    Eq. 5-7). Each row (one datum) gets one ratio, the geometric mean of its tokens' ratios,
+    ``s_i = exp(mean_t (lp - old))`` over its ``mask`` tokens, clipped to ``[1 - clip, 1 + clip_high]``; the
+    loss is ``-mean_i min(s_i A_i, clip(s_i) A_i)`` over rows with at least one loss token, where ``A_i`` is
+    the row's advantage. GSPO's paper uses far smaller clip ranges than token-level PPO (3e-4 / 4e-4): set
+    ``backend.clip`` accordingly. Tensors ``[rows, resp_len]``; metrics ``clip_fraction`` (of sequences),
+    ``ratio_mean``, ``ratio_max`` (sequence ratios) and the sampler KL estimates."""
+    shape = logprobs.shape
+    for name, t in (("old_logprobs", old_logprobs), ("advantages", advantages), ("mask", mask)):
+        if t.shape != shape:
+            raise ValueError(f"gspo_loss: {name} has shape {tuple(t.shape)}, logprobs {tuple(shape)}")
+    clip_low = config.clip
+    clip_high = config.clip if config.clip_high is None else config.clip_high
+    mask = mask.to(logprobs.dtype)
+    lengths = mask.sum(-1)
+    rows = lengths > 0
+    per_row_log_ratio = ((logprobs - old_logprobs.detach()) * mask).sum(-1) / lengths.clamp(min=1.0)
+    ratio = torch.exp(per_row_log_ratio)
+    adv = (advantages.to(logprobs.dtype) * mask).sum(-1) / lengths.clamp(min=1.0)
+    unclipped = ratio * adv
+    clipped = torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high) * adv
+    per_row = -torch.minimum(unclipped, clipped)
+    n_rows = rows.to(logprobs.dtype).sum().clamp(min=1.0)
+    loss = (per_row * rows).sum() / n_rows
+    metrics: dict[str, float] = {}
+    with torch.no_grad():
+        metrics["clip_fraction"] = float((((unclipped - clipped).abs() > 0) & rows).sum() / n_rows)
+        metrics["ratio_mean"] = float((ratio * rows).sum() / n_rows)
+        metrics["ratio_max"] = float(ratio[rows].max()) if rows.any() else 1.0
+    if rollout_logprobs is not None:
+        metrics.update(sampler_kl_metrics(old_logprobs.detach(), rollout_logprobs.to(logprobs.dtype), mask))
+    return loss, metrics
+
+
+POLICY_LOSSES = {"ppo_clip": ppo_clip_loss, "gspo": gspo_loss, "reinforce": reinforce_loss}
+
+
+def kl_estimates(sample_logprobs: torch.Tensor, other_logprobs: torch.Tensor,
+                 mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token-mean estimates of KL(q || p) from tokens sampled from q (Schulman 2020, "Approximating KL
+    Divergence"): with ``log r = log p(x) - log q(x)``, ``k1 = -log r`` (unbiased, can be negative on a
+    sample) and ``k3 = (r - 1) - log r`` (unbiased, never negative, lower variance when p is close to q).
+    ``sample_logprobs`` are log q of the sampled tokens, ``other_logprobs`` log p; tensors ``[batch, resp_len]``,
+    mean over ``mask``. Returns (k1, k3) as 0-d tensors in nats per token."""
+    log_r = other_logprobs - sample_logprobs
+    return masked_mean(-log_r, mask), masked_mean(torch.exp(log_r) - 1.0 - log_r, mask)
+
+
+def sampler_kl_metrics(trainer_logprobs: torch.Tensor, rollout_logprobs: torch.Tensor,
+                       mask: torch.Tensor) -> dict[str, float]:
+    """How far the trainer's probabilities are from the sampler's (the rollout engine's) on the rollout tokens:
+    ``kl_sampler_trainer_k1`` and ``kl_sampler_trainer_k3``, estimates of KL(sampler || trainer) in nats per
+    token (the tokens were drawn by the sampler, so the sampler is the first argument). Both are 0 when the
+    two agree; k1 = mean(rollout - trainer) logprob; k3 = mean(exp(trainer - rollout) - 1 - (trainer -
+    rollout)). See :func:`kl_estimates`."""
+    with torch.no_grad():
+        k1, k3 = kl_estimates(rollout_logprobs, trainer_logprobs, mask)
+    return {"kl_sampler_trainer_k1": float(k1), "kl_sampler_trainer_k3": float(k3)}
+
+
 def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Token-mean of the non-negative "k3" estimator of KL(pi || pi_ref) (Schulman 2020, "Approximating KL
-    Divergence"): ``exp(ref - lp) - (ref - lp) - 1``. Tensors ``[batch, resp_len]``."""
-    d = (ref_logprobs.detach() - logprobs)
-    return masked_mean(torch.exp(d) - d - 1.0, mask)
+    Divergence"): ``exp(ref - lp) - (ref - lp) - 1``, with gradient through ``logprobs`` (the tokens were
+    sampled from the policy). Tensors ``[batch, resp_len]``; the trainer logs it as ``kl_policy_ref_k3``."""
+    return kl_estimates(logprobs, ref_logprobs.detach(), mask)[1]
 
 
 def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:

@@ -8,11 +8,17 @@ from typing import Sequence
 from ..errors import require
 
 
+def task_names(records: Sequence[dict]) -> list[str]:
+    """The tasks with per-task figures (``task/<name>/...`` keys) in the records, sorted."""
+    return sorted({k.split("/")[1] for r in records for k in r if k.startswith("task/") and k.count("/") >= 2})
+
+
 def plot_run(records: Sequence[dict], path: str | Path, title: str = "skyrl train") -> Path:
     """Write a 2x2 PNG to ``path`` from metric records (``kind`` train/eval, ``step``). Returns the path.
 
     Panels: train reward mean per step; eval pass@1 per evaluated step; mean turns per trajectory; tool calls
-    per trajectory. Raises MissingExtraError without matplotlib.
+    per trajectory; in a multi-task run each panel adds a dashed line per task (``task/<name>/<key>``).
+    Raises MissingExtraError without matplotlib.
     """
     matplotlib = require("matplotlib", "train", "the training plot")
     matplotlib.use("Agg", force=True)
@@ -27,13 +33,21 @@ def plot_run(records: Sequence[dict], path: str | Path, title: str = "skyrl trai
         (axes[1, 0], train, "mean_turns", "turns per trajectory"),
         (axes[1, 1], train, "tool_calls_per_trajectory", "tool calls per trajectory"),
     ]
+    tasks = task_names(records)
     for ax, rows, key, label in panels:
         pts = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), (int, float))]
         if pts:
             xs, ys = zip(*pts)
-            ax.plot(xs, ys, marker="o")
+            ax.plot(xs, ys, marker="o", label="all tasks" if tasks else None)
             for x, y in pts if len(pts) <= 12 and key == "pass@1" else []:
                 ax.annotate(f"{y:.2f}", (x, y), textcoords="offset points", xytext=(0, 6), ha="center")
+            for name in tasks:  # one line per task of a multi-task run
+                own = [(r["step"], r[f"task/{name}/{key}"]) for r in rows
+                       if isinstance(r.get(f"task/{name}/{key}"), (int, float))]
+                if own:
+                    ax.plot(*zip(*own), marker=".", linestyle="--", label=name)
+            if tasks:
+                ax.legend(fontsize="small")
         else:
             ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
         ax.set_title(label)

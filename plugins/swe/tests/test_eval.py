@@ -20,7 +20,8 @@ async def test_eval_of_two_generated_instances_with_the_hf_engine(generated, tmp
     from skyrl_swe.predictions import read_trajectories_jsonl
 
     cfg = load_config(str(REPO / "examples" / "swe.yaml"),
-                      [f"data.path={generated}", f"eval_data.path={generated}", "eval_data.limit=2",
+                      [f"data.path={generated}", "data.limit=0", f"eval_data.path={generated}", "eval_data.offset=0",
+                       "eval_data.limit=2",
                        "sampling.n_samples=1", "agent.max_turns=2", "sampling.max_tokens=48", "sampling.seed=0"])
     rows = [json.loads(line) for line in generated.read_text().splitlines() if line.strip()]
     metrics = await run_eval(cfg, tmp_path)

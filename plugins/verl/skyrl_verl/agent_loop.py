@@ -9,6 +9,12 @@ with the task's tools, the verifier, runtime release. The trajectory's transitio
 local trainer (:func:`skyrl_core.postprocess.pack_transitions`) and each datum becomes one ``AgentLoopOutput``;
 the verifier's reward is ``reward_score`` of the last one (VeRL then skips its own reward function).
 
+Two rules match the local trainer's: a response longer than ``response_length`` is cut there and its row is
+loss-masked (``skyrl_truncated``), as a max-token cut-off is locally, so the full reward is never credited to
+cut text; and each sample gets its own sampling seed (:func:`skyrl_core.rollout.sample_seed` of the round
+``verl-<split>-<k>``, ``k`` counting this worker's samples of the instance), where VeRL's one-sample calls would
+otherwise give every sample of a group the same seed.
+
 :meth:`SkyrlAgentLoop.run_outputs` returns all outputs (several when the agent reset its context);
 :meth:`SkyrlAgentLoop.run`, the method VeRL 0.9.1's worker calls and which must return one output, returns the last
 datum's and attaches the earlier ones under ``extra_fields["skyrl_step_outputs"]``.
@@ -25,6 +31,8 @@ import time
 import uuid
 from typing import Any
 
+import attrs
+
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 from verl.workers.rollout.replica import TokenOutput
 
@@ -34,6 +42,16 @@ from skyrl_core.inference.base import Engine, GenerationOutput, SamplingParams
 log = logging.getLogger(__name__)
 
 _INSTANCES: dict[tuple, dict[str, Any]] = {}
+# how many samples of each (split, task index, instance) this worker process has rolled out: VeRL calls the
+# loop once per sample with identical rows, so the count is the sample's index for its seed
+_SAMPLES_SEEN: dict[tuple, int] = {}
+
+
+def next_sample_index(key: tuple) -> int:
+    """The index of the next sample of ``key`` in this process (0, 1, 2, ... across the whole run)."""
+    index = _SAMPLES_SEEN.get(key, 0)
+    _SAMPLES_SEEN[key] = index + 1
+    return index
 
 
 class VerlServerEngine(Engine):
@@ -163,9 +181,20 @@ class SkyrlAgentLoop(AgentLoopBase):
                                                                                 config.sampling.temperature)),
                                   top_p=float(sampling_params.get("top_p", config.sampling.top_p)),
                                   top_k=int(sampling_params.get("top_k", config.sampling.top_k)))
+        extra = dict(kwargs.get("extra_info") or {})
+        split = str(extra.get("split", "train"))
+        k = next_sample_index((split, extra.get("task_index"), instance.id))
+        if sampling.seed is None:
+            from skyrl_core.trainer.loop import EVAL_SEED_BASE  # the local trainer's base, so both paths agree
+
+            sampling = attrs.evolve(sampling, seed=EVAL_SEED_BASE + config.train.seed)
+        # one seed per sample: VeRL rolls each sample out in its own call, so the rollout's own per-sample
+        # index is always 0; the k-th sample of an instance in this worker is round "verl-<split>-<k>"
         start = time.perf_counter()
-        trajectories, _ = await session.rollout([(tc, instance)], n_samples=1, sampling=sampling)
+        trajectories, _ = await session.rollout([(tc, instance)], n_samples=1, sampling=sampling,
+                                                seed_round=f"verl-{split}-{k}")
         traj = trajectories[0]
+        traj.metrics["sampling_seed_round"] = f"verl-{split}-{k}"
         elapsed = time.perf_counter() - start
         seqs = pack_transitions(traj.transitions)
         if not seqs:
@@ -180,9 +209,12 @@ class SkyrlAgentLoop(AgentLoopBase):
         for i, s in enumerate(seqs):
             last = i == len(seqs) - 1
             n = min(len(s["response_ids"]), self.response_length)
+            truncated = n < len(s["response_ids"])
             mask = list(s["response_mask"][:n])
-            if traj.masked:
-                mask = [0] * n  # loss-masked trajectory: its tokens stay, none enter VeRL's loss
+            if traj.masked or truncated:
+                # loss-masked: its tokens stay, none enter VeRL's loss. A response cut at response_length is
+                # masked as a max-token cut-off is on the local path: its reward is not the cut text's
+                mask = [0] * n
             lps = s["rollout_logprobs"]
             outputs.append(AgentLoopOutput(
                 prompt_ids=self._cap_text_prompt_length(list(s["prompt_ids"])),
@@ -195,8 +227,8 @@ class SkyrlAgentLoop(AgentLoopBase):
                                          tool_calls=max(elapsed - generate_s, 0.0) if last else 0.0),
                 extra_fields={"skyrl_trajectory_id": traj.id, "skyrl_group_id": traj.group_id,
                               "skyrl_is_last_step": last, "skyrl_finish_reason": traj.finish_reason,
-                              "skyrl_masked": traj.masked, "skyrl_reward": float(traj.reward),
-                              "skyrl_truncated": n < len(s["response_ids"])},
+                              "skyrl_masked": traj.masked or truncated, "skyrl_reward": float(traj.reward),
+                              "skyrl_truncated": truncated},
             ))
         return outputs
 

@@ -123,7 +123,7 @@ class VerlBackend(LocalBackend):
             kld = kl_penalty(lp, self._ref_logprobs(mb), "low_var_kl")
             kl = agg_loss(kld, mask, cfg.loss_agg_mode, **cfg.global_batch_info)
             loss = loss + bc.kl_coef * kl
-            m["kl"] = float(kl.detach()) * unscale
+            m["kl_policy_ref_k3"] = float(kl.detach()) * unscale  # low_var_kl: k3, clamped
         if bc.entropy_coef > 0:
             from skyrl_core.trainer.losses import entropy_from_logits
 

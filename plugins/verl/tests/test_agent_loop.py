@@ -90,3 +90,65 @@ async def test_run_returns_one_output_for_verl(verl_cfg):
             await loop.run({"temperature": 1.0}, extra_info={"task_index": 0, "instance_id": "nope"})
     finally:
         await engine.close()
+
+
+class SeedRecorder:
+    """Wraps HFServerManager (itself an adapter standing in for VeRL's server client) and records the seed of
+    every generate request."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.seeds = []
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+        self.seeds.append(sampling_params.get("seed"))
+        return await self.inner.generate(request_id, prompt_ids=prompt_ids, sampling_params=sampling_params,
+                                         **kwargs)
+
+
+def _loop(verl_cfg, server, tokenizer):
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    from skyrl_verl.agent_loop import SkyrlAgentLoop
+
+    return SkyrlAgentLoop(trainer_config=DictConfigWrap(verl_cfg), server_manager=server, tokenizer=tokenizer,
+                          processor=None, dataset_cls=RLHFDataset, data_config=DictConfigWrap(verl_cfg.data))
+
+
+async def test_a_response_cut_at_response_length_is_loss_masked_and_samples_get_their_own_seeds(verl_cfg):
+    """VeRL calls the loop once per sample with identical rows: each call must sample with its own seed (it
+    was sampling.seed for every sample of a group). A response longer than response_length is cut there and
+    its row loss-masked, as a max-token cut-off is on the local path (it was trained with the full reward)."""
+    import copy
+
+    from skyrl_core.inference.hf import HFEngine
+    from skyrl_core.plugins import get_registry
+    from skyrl_verl import agent_loop as agent_loop_mod
+
+    cfg = copy.deepcopy(verl_cfg)
+    cfg.actor_rollout_ref.rollout.response_length = 6
+    engine = HFEngine("smollm2-135m-instruct", max_batch=2, device="cpu", dtype="float32")
+    try:
+        server = SeedRecorder(agent_loop_mod.HFServerManager(engine))
+        loop = _loop(cfg, server, engine.tokenizer)
+        instance = get_registry().get("tasks", "gsm8k").select(loop.skyrl_config.tasks[0].data)[0]
+        row = {"extra_info": {"task_index": 0, "instance_id": instance.id, "split": "train"}, "raw_prompt": []}
+        agent_loop_mod._SAMPLES_SEEN.clear()
+        firsts = []
+        for _ in range(2):
+            server.seeds.clear()
+            outputs = await loop.run_outputs({"temperature": 1.0, "logprobs": True}, **row)
+            firsts.append(server.seeds[0])
+            for o in outputs:
+                assert len(o.response_ids) <= 6
+                if o.extra_fields["skyrl_truncated"]:
+                    assert sum(o.response_mask) == 0 and o.extra_fields["skyrl_masked"]
+            assert any(o.extra_fields["skyrl_truncated"] for o in outputs)  # 48 max tokens do not fit in 6
+        assert firsts[0] != firsts[1] and None not in firsts
+        agent_loop_mod._SAMPLES_SEEN.clear()  # a fresh worker: the same seeds again (reproducible)
+        server.seeds.clear()
+        await loop.run_outputs({"temperature": 1.0, "logprobs": True}, **row)
+        assert server.seeds[0] == firsts[0]
+    finally:
+        await engine.close()

@@ -190,3 +190,24 @@ def test_verl_backend_step_equals_local_step(rollouts):
     assert ml["grad_norm"] == pytest.approx(mv["grad_norm"], rel=1e-5)
     assert (al - bl).abs().max() > 0  # the step moved the weights
     assert torch.allclose(al, av, atol=1e-6)
+
+
+def test_a_trajectory_without_a_datum_is_in_neither_baseline(rollouts):
+    """A sample whose runtime failed before its first LLM call yields no datum. The local trainer kept its
+    reward 0 in its group's baseline while VeRL (which only sees data) did not; the one rule now is: out of
+    both. A loss-masked sample with data (a max-token cut-off) stays in both."""
+    trajs, _ = rollouts
+    failed = Trajectory(instance_id="q0", sample_index=4, task="gsm8k", group_id="g0", reward=0.0)
+    failed.fail("error_init", "runtime start raised OSError: no space left on device")
+    cut = Trajectory(instance_id="q1", sample_index=4, task="gsm8k", group_id="g1", reward=1.0, masked=True,
+                     finish_reason="max_tokens", transitions=list(trajs[4].transitions))
+    batch = build_training_batch([*trajs, failed, cut], advantage="rloo", skip_zero_advantage=False)
+    assert batch.metrics["trajectories_without_data"] == 1.0
+    _, per_row = verl_advantages(to_dataproto(batch), "rloo")
+    ours = torch.tensor([d.advantage for d in batch.data])
+    assert torch.allclose(per_row.double(), ours.double(), atol=1e-6), (per_row, ours)
+    g0 = [t.reward for t in trajs if t.group_id == "g0"]
+    first = next(d for d in batch.data if d.trajectory_id == "gsm8k:q0#0")
+    assert first.advantage == pytest.approx(g0[0] - sum(g0[1:]) / 3, abs=1e-6)  # 4 samples, not 5
+    cut_row = next(d for d in batch.data if d.trajectory_id == "gsm8k:q1#4")
+    assert cut_row.loss_mask == 0
