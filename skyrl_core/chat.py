@@ -64,17 +64,26 @@ class ChatFormat:
     """A tokenizer's chat template, probed once, applied incrementally.
 
     ``tokenizer`` is a transformers tokenizer; ``chat_template`` overrides its template (a jinja string);
-    ``keep_thinking`` keeps earlier ``<think>`` blocks in the context where the template would drop them.
+    ``keep_thinking`` keeps earlier ``<think>`` blocks in the context where the template would drop them;
+    ``template_kwargs`` are extra template variables passed to every render, probes included (Qwen3's
+    ``enable_thinking``, Llama 3.1's ``date_string``; config ``agent.chat_template_kwargs``).
 
     Attributes found by rendering probes: ``tools_in_template`` (the template renders ``tools=``),
     ``observation_role`` (``tool``, or ``user`` where the template rejects a tool role), ``drops_thinking``
     (the template drops earlier turns' thinking after a new user message).
     """
 
-    def __init__(self, tokenizer: Any, chat_template: str | None = None, keep_thinking: bool = False) -> None:
+    def __init__(self, tokenizer: Any, chat_template: str | None = None, keep_thinking: bool = False,
+                 template_kwargs: dict[str, Any] | None = None) -> None:
         self.tokenizer = tokenizer
         self.chat_template = chat_template
         self.keep_thinking = keep_thinking
+        reserved = {"tokenize", "add_generation_prompt", "chat_template", "tools", "conversation"} & set(
+            template_kwargs or {})
+        if reserved:
+            raise ValueError(f"chat_template_kwargs may not set {sorted(reserved)}: the agent loop sets them; "
+                             f"give only template variables such as enable_thinking or date_string")
+        self.template_kwargs = dict(template_kwargs or {})
         self._added_ids = {int(i) for i in getattr(tokenizer, "added_tokens_decoder", {}) or {}}
         self._added_ids |= {int(i) for i in (getattr(tokenizer, "all_special_ids", None) or [])}
         self._token_text: dict[int, str] = {}
@@ -86,7 +95,8 @@ class ChatFormat:
     def render(self, messages: Sequence[dict], tools: Sequence[dict] | None = None,
                add_generation_prompt: bool = True) -> str:
         """The template's text for ``messages`` (``tools`` passed only where the template renders them)."""
-        kwargs: dict[str, Any] = {"tokenize": False, "add_generation_prompt": add_generation_prompt}
+        kwargs: dict[str, Any] = {**self.template_kwargs, "tokenize": False,
+                                  "add_generation_prompt": add_generation_prompt}
         if self.chat_template is not None:
             kwargs["chat_template"] = self.chat_template
         if tools and getattr(self, "tools_in_template", True):
@@ -157,7 +167,8 @@ class ChatFormat:
 
     def _probe_tools(self) -> bool:
         try:
-            kwargs: dict[str, Any] = {"tokenize": False, "add_generation_prompt": True, "tools": [_PROBE_TOOL]}
+            kwargs: dict[str, Any] = {**self.template_kwargs, "tokenize": False, "add_generation_prompt": True,
+                                      "tools": [_PROBE_TOOL]}
             if self.chat_template is not None:
                 kwargs["chat_template"] = self.chat_template
             text = self.tokenizer.apply_chat_template([{"role": "user", "content": "x"}], **kwargs)

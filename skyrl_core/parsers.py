@@ -31,7 +31,7 @@ import ast
 import json
 import re
 import warnings
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import attrs
 
@@ -118,6 +118,7 @@ class _Lenient:
         self.n = len(text)
         self.steps = 0
         self.hit_end = False
+        self.gave_up = False
 
     def _tick(self) -> None:
         self.steps += 1
@@ -270,7 +271,9 @@ def _json_error(text: str) -> tuple[str, bool]:
         json.loads(text, strict=False)
     except json.JSONDecodeError as exc:
         at_end = exc.pos >= len(text.rstrip())
-        return f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", at_end
+        near = text[max(0, exc.pos - 30):exc.pos + 30]
+        return (f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg} (near "
+                f"{json.dumps(near, ensure_ascii=False)})"), at_end
     except (RecursionError, ValueError) as exc:
         return f"invalid JSON: {exc}", False
     return "invalid JSON", False
@@ -292,7 +295,8 @@ def loads_tolerant(text: str) -> Any:
 
 def loads_tolerant_many(text: str) -> list[Any]:
     """Parse one or more JSON-like values written one after another (optionally comma-separated), as
-    :func:`loads_tolerant` does for one. Raises :class:`JSONRepairError`."""
+    :func:`loads_tolerant` does for one. Raises :class:`JSONRepairError`, also when the text reads more than
+    one way (an unescaped quote that may or may not end a string): such a guess is never returned."""
     body = _strip_fence(text).strip()
     if not body:
         raise JSONRepairError("empty: expected a JSON object")
@@ -307,24 +311,39 @@ def loads_tolerant_many(text: str) -> list[Any]:
                 return [ast.literal_eval(body)]
         except Exception:  # literal_eval raises ValueError, SyntaxError, TypeError, MemoryError, RecursionError
             pass
-    values, reader = _lenient_sequence(body)
-    if values is None:
-        # Small models often drop the last closing brace(s) of a call they did finish (finish_reason "stop").
+    readings, reader = _lenient_sequences(body)
+    if not readings:
+        # Small models often drop the last closing brace(s) of a call they did finish (finish_reason "stop"):
+        # closing them is unambiguous when the text ends outside a string.
         closed = _close_brackets(body)
         if closed is not None:
-            values, _ = _lenient_sequence(closed)
-    if values is not None:
-        return values
+            try:
+                return [json.loads(closed, strict=False)]
+            except (ValueError, RecursionError):
+                readings, _ = _lenient_sequences(closed)
+    if len(readings) == 1 and not reader.gave_up:
+        return readings[0]
     message, at_end = _json_error(body)
+    if len(readings) > 1 or (readings and reader.gave_up):
+        raise JSONRepairError(f"{message}; the text has a quote inside a string that is not escaped and reads "
+                              f"more than one way, so it was not run: write every quote inside a string as \\\"")
     raise JSONRepairError(message, at_end=at_end or reader.hit_end)
 
 
-def _lenient_sequence(text: str) -> tuple[list[Any] | None, _Lenient]:
+def _lenient_sequences(text: str, limit: int = 2) -> tuple[list[list[Any]], _Lenient]:
+    """Up to ``limit`` distinct complete readings of ``text`` by the lenient reader (``reader.gave_up`` when its
+    step budget ran out before the search was done)."""
     reader = _Lenient(text)
+    found: list[list[Any]] = []
     try:
-        return _read_sequence(reader, 0), reader
+        for values in _read_sequences(reader, 0):
+            if values not in found:
+                found.append(values)
+                if len(found) >= limit:
+                    break
     except (_GiveUp, RecursionError):
-        return None, reader
+        reader.gave_up = True
+    return found, reader
 
 
 def _brackets_outside_strings(text: str, start: int = 0) -> tuple[str, bool]:
@@ -368,34 +387,38 @@ def _close_brackets(text: str) -> str | None:
 _EXTRA_CLOSERS = re.compile(r"[\s}\]]*")
 
 
-def _read_sequence(reader: _Lenient, i: int) -> list[Any] | None:
-    """Read values until the end of the text; None when no reading consumes it all. Stray closing brackets
-    after the last value (a common slip of small models) are ignored."""
+def _read_sequences(reader: _Lenient, i: int) -> Iterator[list[Any]]:
+    """Every reading of the values from ``i`` to the end of the text. Stray closing brackets after the last
+    value (a common slip of small models) are ignored."""
     for val, j in reader.value(i):
         j = reader.ws(j)
         if j >= reader.n or _EXTRA_CLOSERS.fullmatch(reader.s, j):
-            return [val]
+            yield [val]
+            continue
         if reader.s[j] == ",":
             j += 1
-        rest = _read_sequence(reader, j)
-        if rest is not None:
-            return [val, *rest]
-    return None
+        for rest in _read_sequences(reader, j):
+            yield [val, *rest]
 
 
 def _read_prefix(text: str, i: int) -> tuple[Any, int] | None:
-    """Read one JSON-like value starting at ``text[i]``; return (value, end) or None."""
+    """Read one JSON-like value starting at ``text[i]``; return (value, end) or None. A lenient reading is
+    returned only when it is the only one (an unescaped quote that could end a string two ways is no reading)."""
     try:
         return json.JSONDecoder(strict=False).raw_decode(text, i)
     except (ValueError, RecursionError):
         pass
     reader = _Lenient(text)
+    found: list[tuple[Any, int]] = []
     try:
         for val, end in reader.value(i):
-            return val, end
+            if all(val != v for v, _ in found):
+                found.append((val, end))
+            if len(found) > 1:
+                return None
     except (_GiveUp, RecursionError):
         return None
-    return None
+    return found[0] if found else None
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -610,6 +633,62 @@ def _parse_tag_body(body: str, raw: str, ex: _Extracted) -> None:
         ex.calls.append((name, args, raw))
 
 
+_OUTSIDE = re.compile(r'["<]')
+_INSIDE = re.compile(r'["\\]')
+
+
+def find_tag_outside_strings(text: str, start: int, tags: Sequence[str]) -> tuple[int, str | None]:
+    """The first of ``tags`` at or after ``text[start]`` that lies outside JSON (double-quoted) strings:
+    ``(index, tag)``, or ``(-1, None)``. A closing tag written inside an argument string
+    (``{"command": "echo '</tool_call>'"}``) is skipped; this is the string-aware scan every tag-delimited
+    JSON format shares."""
+    i, n = start, len(text)
+    in_str = False
+    while i < n:
+        m = (_INSIDE if in_str else _OUTSIDE).search(text, i)
+        if m is None:
+            break
+        j = m.start()
+        c = text[j]
+        if c == '"':
+            in_str = not in_str
+            i = j + 1
+        elif c == "\\":
+            i = j + 2
+        else:
+            for tag in tags:
+                if text.startswith(tag, j):
+                    return j, tag
+            i = j + 1
+    return -1, None
+
+
+def _tag_body_end(text: str, body_start: int, open_tag: str, close_tag: str) -> tuple[int, bool]:
+    """Where the body of a tag block opened before ``body_start`` ends: ``(index, closed)``. ``closed`` is False
+    when the block has no closing tag (the index is then the next opening tag, or the end of the text).
+
+    The string-aware scan decides first. When quotes inside a string are not escaped, string-awareness can be
+    wrong either way, so each later literal closing tag is tried too (at most 8), and the first whose body
+    reads as JSON wins; if none does, the string-aware answer stands."""
+    at, tag = find_tag_outside_strings(text, body_start, (close_tag, open_tag))
+    if tag == close_tag:
+        first = at
+    else:
+        first = text.find(close_tag, body_start)
+        if first == -1 or (tag == open_tag and at < first):
+            return (at if tag == open_tag else len(text)), False
+    candidate = first
+    for _ in range(8):
+        try:
+            loads_tolerant_many(text[body_start:candidate])
+            return candidate, True
+        except JSONRepairError:
+            candidate = text.find(close_tag, candidate + len(close_tag))
+            if candidate == -1:
+                break
+    return first, True
+
+
 def _scan_tags(text: str, finish_reason: str) -> _Extracted:
     """Find ``<tool_call>`` blocks; an unclosed block at the end is truncated under ``finish_reason='length'``."""
     ex = _Extracted()
@@ -621,16 +700,15 @@ def _scan_tags(text: str, finish_reason: str) -> _Extracted:
             break
         ex.content_parts.append(text[pos:start])
         body_start = start + len(TOOL_CALL_OPEN)
-        close = text.find(TOOL_CALL_CLOSE, body_start)
-        reopen = text.find(TOOL_CALL_OPEN, body_start)
-        if close != -1 and (reopen == -1 or close < reopen):
-            end = close + len(TOOL_CALL_CLOSE)
-            _parse_tag_body(text[body_start:close], text[start:end], ex)
-            pos = end
+        end, closed = _tag_body_end(text, body_start, TOOL_CALL_OPEN, TOOL_CALL_CLOSE)
+        if closed:
+            stop = end + len(TOOL_CALL_CLOSE)
+            _parse_tag_body(text[body_start:end], text[start:stop], ex)
+            pos = stop
             continue
-        if reopen != -1:  # a block with no closing tag before the next block
-            _parse_tag_body(text[body_start:reopen], text[start:reopen], ex)
-            pos = reopen
+        if end < len(text):  # a block with no closing tag before the next block
+            _parse_tag_body(text[body_start:end], text[start:end], ex)
+            pos = end
             continue
         # Unclosed block at the end of the message.
         if finish_reason == "length":
@@ -646,23 +724,37 @@ def _scan_tags(text: str, finish_reason: str) -> _Extracted:
     return ex
 
 
-def _ends_with_partial_tag(text: str) -> bool:
+def _ends_with_partial_tag(text: str, tags: Sequence[str] = (TOOL_CALL_OPEN,)) -> bool:
     tail = text.rstrip()
-    return any(tail.endswith(TOOL_CALL_OPEN[:k]) for k in range(2, len(TOOL_CALL_OPEN)))
+    return any(tail.endswith(tag[:k]) for tag in tags for k in range(2, len(tag)))
 
 
-def _build(visible: str, reasoning: list[str], ex: _Extracted, drafted: int, finish_reason: str) -> ParseResult:
+def _build(visible: str, reasoning: list[str], ex: _Extracted, drafted: int, finish_reason: str,
+           open_tags: Sequence[str] = (TOOL_CALL_OPEN,)) -> ParseResult:
     calls = [ToolCall(name=name, arguments=args, id=f"call_{i}", raw=raw) for i, (name, args, raw) in
              enumerate(ex.calls)]
     truncated = ex.truncated
     errors = list(ex.errors)
     content = _tidy(ex.content_parts)
-    if finish_reason == "length" and not truncated and _ends_with_partial_tag(visible):
+    if finish_reason == "length" and not truncated and _ends_with_partial_tag(visible, open_tags):
         truncated = True
         errors.append(_TRUNCATED_MSG)
-        content = re.sub(r"<[a-z_/]*$", "", content).rstrip()
+        tail = visible.rstrip()
+        cut = max(k for tag in open_tags for k in range(2, len(tag)) if tail.endswith(tag[:k]))
+        content = content[:-cut].rstrip() if content.endswith(tail[-cut:]) else content
     return ParseResult(calls=calls, content=content, errors=errors, truncated=truncated, drafted=drafted,
                        reasoning="\n\n".join(r for r in reasoning if r))
+
+
+def parse_with(extract: Any, text: str, finish_reason: str, open_tags: Sequence[str] = (TOOL_CALL_OPEN,)
+               ) -> ParseResult:
+    """The shared frame of the tag parsers: split off ``<think>`` blocks, count the calls drafted in them,
+    run ``extract(text, finish_reason) -> _Extracted`` on the rest, and apply the cut-off rule for an opening
+    tag (one of ``open_tags``) left partial at the end under ``finish_reason == "length"``."""
+    text = text or ""
+    visible, reasoning = split_reasoning(text)
+    drafted = sum(len(extract(r, "stop").calls) for r in reasoning)
+    return _build(visible, reasoning, extract(visible, finish_reason), drafted, finish_reason, open_tags)
 
 
 class HermesParser:
@@ -672,11 +764,7 @@ class HermesParser:
     name = "hermes"
 
     def parse(self, text: str, finish_reason: str = "stop") -> ParseResult:
-        text = text or ""
-        visible, reasoning = split_reasoning(text)
-        drafted = sum(len(self._extract(r, "stop").calls) for r in reasoning)
-        ex = self._extract(visible, finish_reason)
-        return _build(visible, reasoning, ex, drafted, finish_reason)
+        return parse_with(self._extract, text, finish_reason)
 
     @staticmethod
     def _extract(text: str, finish_reason: str) -> _Extracted:

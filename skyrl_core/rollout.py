@@ -84,7 +84,8 @@ class RolloutSession:
         self.registry = registry or get_registry()
         self.engine = engine
         self.owns_engine = owns_engine
-        self.chat = ChatFormat(engine.tokenizer, keep_thinking=config.agent.keep_thinking)
+        self.chat = ChatFormat(engine.tokenizer, keep_thinking=config.agent.keep_thinking,
+                               template_kwargs=config.agent.chat_template_kwargs)
         parser = self.registry.get("parsers", config.agent.parser)
         self.parser = parser() if isinstance(parser, type) else parser
         self._resolved: dict[int, _Resolved] = {}
