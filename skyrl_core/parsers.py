@@ -28,8 +28,10 @@ Each parsed call gets a stable id ``call_<n>`` (n counts the executable calls of
 from __future__ import annotations
 
 import ast
+import io
 import json
 import re
+import tokenize
 import warnings
 from typing import Any, Iterator, Sequence
 
@@ -293,10 +295,11 @@ def loads_tolerant(text: str) -> Any:
     return values[0]
 
 
-def loads_tolerant_many(text: str) -> list[Any]:
+def loads_tolerant_many(text: str, close_brackets: bool = True) -> list[Any]:
     """Parse one or more JSON-like values written one after another (optionally comma-separated), as
     :func:`loads_tolerant` does for one. Raises :class:`JSONRepairError`, also when the text reads more than
-    one way (an unescaped quote that may or may not end a string): such a guess is never returned."""
+    one way (an unescaped quote that may or may not end a string): such a guess is never returned.
+    ``close_brackets=False`` turns off the closing of brackets left open at the end."""
     body = _strip_fence(text).strip()
     if not body:
         raise JSONRepairError("empty: expected a JSON object")
@@ -308,11 +311,13 @@ def loads_tolerant_many(text: str) -> list[Any]:
         try:
             with warnings.catch_warnings():  # "\d" in code is an invalid escape to Python, not an error here
                 warnings.simplefilter("ignore")
-                return [ast.literal_eval(body)]
+                value = ast.literal_eval(body)
+            if not _adjacent_strings(body):  # Python joins "a" "b" into "ab": a guess, not the model's value
+                return [value]
         except Exception:  # literal_eval raises ValueError, SyntaxError, TypeError, MemoryError, RecursionError
             pass
     readings, reader = _lenient_sequences(body)
-    if not readings:
+    if not readings and close_brackets:
         # Small models often drop the last closing brace(s) of a call they did finish (finish_reason "stop"):
         # closing them is unambiguous when the text ends outside a string.
         closed = _close_brackets(body)
@@ -328,6 +333,22 @@ def loads_tolerant_many(text: str) -> list[Any]:
         raise JSONRepairError(f"{message}; the text has a quote inside a string that is not escaped and reads "
                               f"more than one way, so it was not run: write every quote inside a string as \\\"")
     raise JSONRepairError(message, at_end=at_end or reader.hit_end)
+
+
+def _adjacent_strings(text: str) -> bool:
+    """Whether two string literals follow each other in Python source ``text`` (or it does not tokenize)."""
+    skip = {tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT}
+    previous = None
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type in skip:
+                continue
+            if tok.type == tokenize.STRING and previous == tokenize.STRING:
+                return True
+            previous = tok.type
+    except (tokenize.TokenError, SyntaxError):
+        return True
+    return False
 
 
 def _lenient_sequences(text: str, limit: int = 2) -> tuple[list[list[Any]], _Lenient]:
@@ -497,31 +518,38 @@ def _expand(value: Any) -> list[Any]:
 # reasoning blocks
 
 
-def split_reasoning(text: str) -> tuple[str, list[str]]:
+_THINK = re.compile(re.escape(THINK_OPEN))
+
+
+def split_reasoning(text: str, call_tags: Sequence[str] = ()) -> tuple[str, list[str]]:
     """Split ``<think>...</think>`` blocks out of ``text``: (text without them, [reasoning texts]).
 
-    An unclosed ``<think>`` runs to the end; a ``</think>`` with no opening (templates that put ``<think>`` in
-    the prompt) makes everything before it reasoning.
+    A block opens with a ``<think>`` before the first of ``call_tags`` outside a block (reasoning comes before
+    the calls; a ``<think>`` after a call's opening tag is text of the call, e.g. of an argument). An unclosed ``<think>`` runs to the end; a ``</think>`` with no opening (templates
+    that put ``<think>`` in the prompt) makes everything before it reasoning.
     """
     reasoning: list[str] = []
     first_close = text.find(THINK_CLOSE)
-    first_open = text.find(THINK_OPEN)
-    if first_close != -1 and (first_open == -1 or first_close < first_open):
+    first = _THINK.search(text)
+    if first_close != -1 and (first is None or first_close < first.start()):
         reasoning.append(text[:first_close])
         text = text[first_close + len(THINK_CLOSE):]
     out: list[str] = []
     pos = 0
     while True:
-        start = text.find(THINK_OPEN, pos)
-        if start == -1:
+        m = _THINK.search(text, pos)
+        if m is not None and any(0 <= text.find(tag, pos) < m.start() for tag in call_tags):
+            m = None
+        if m is None:
             out.append(text[pos:])
             break
-        out.append(text[pos:start])
-        end = text.find(THINK_CLOSE, start)
+        out.append(text[pos:m.start()])
+        body = m.end()
+        end = text.find(THINK_CLOSE, body)
         if end == -1:
-            reasoning.append(text[start + len(THINK_OPEN):])
+            reasoning.append(text[body:])
             break
-        reasoning.append(text[start + len(THINK_OPEN):end])
+        reasoning.append(text[body:end])
         pos = end + len(THINK_CLOSE)
     return "".join(out), [r.strip() for r in reasoning]
 
@@ -679,8 +707,8 @@ def _tag_body_end(text: str, body_start: int, open_tag: str, close_tag: str) -> 
             return (at if tag == open_tag else len(text)), False
     candidate = first
     for _ in range(8):
-        try:
-            loads_tolerant_many(text[body_start:candidate])
+        try:  # brackets left open mean the body goes on past this tag
+            loads_tolerant_many(text[body_start:candidate], close_brackets=False)
             return candidate, True
         except JSONRepairError:
             candidate = text.find(close_tag, candidate + len(close_tag))
@@ -752,7 +780,7 @@ def parse_with(extract: Any, text: str, finish_reason: str, open_tags: Sequence[
     run ``extract(text, finish_reason) -> _Extracted`` on the rest, and apply the cut-off rule for an opening
     tag (one of ``open_tags``) left partial at the end under ``finish_reason == "length"``."""
     text = text or ""
-    visible, reasoning = split_reasoning(text)
+    visible, reasoning = split_reasoning(text, open_tags)
     drafted = sum(len(extract(r, "stop").calls) for r in reasoning)
     return _build(visible, reasoning, extract(visible, finish_reason), drafted, finish_reason, open_tags)
 

@@ -109,15 +109,8 @@ def _typed(value: str, kind: Any) -> Any:
 
 
 def _strip_layout(value: str) -> str:
-    if value.startswith("\r\n"):
-        value = value[2:]
-    elif value.startswith("\n"):
-        value = value[1:]
-    if value.endswith("\r\n"):
-        value = value[:-2]
-    elif value.endswith("\n"):
-        value = value[:-1]
-    return value
+    value = value[1:] if value.startswith("\n") else value
+    return value[:-1] if value.endswith("\n") else value
 
 
 def _value_end(text: str, start: int) -> int:
