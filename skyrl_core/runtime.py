@@ -28,13 +28,15 @@ log = logging.getLogger(__name__)
 @attrs.define
 class ExecResult:
     """A finished command: ``exit_code`` (None when killed by timeout), combined ``output`` (truncated to the
-    runtime's limit with a note), ``timed_out``, ``truncated`` and ``duration_s`` in seconds."""
+    runtime's limit with a note), ``timed_out``, ``truncated``, ``duration_s`` in seconds and ``output_bytes``,
+    the bytes the command wrote before any truncation (None where the runtime does not count them)."""
 
     exit_code: int | None
     output: str
     timed_out: bool = False
     truncated: bool = False
     duration_s: float = 0.0
+    output_bytes: int | None = None
 
 
 @attrs.define
@@ -111,15 +113,21 @@ def _write(path: Path, content: str) -> None:
     path.write_text(content)
 
 
-def truncate_output(text: str, limit: int) -> tuple[str, bool]:
-    """Keep the head and tail of ``text`` within ``limit`` characters, with a note saying how much was cut."""
+def truncate_output(text: str, limit: int, produced_bytes: int | None = None) -> tuple[str, bool]:
+    """Keep the head and tail of ``text`` within ``limit`` characters, with a note saying how much was cut.
+    ``produced_bytes`` is the size the command really wrote when ``text`` is already a part of it; the note
+    then states that size rather than the length of ``text``."""
     if len(text) <= limit:
         return text, False
     head = limit * 2 // 3
     tail = limit - head
     cut = len(text) - head - tail
-    return (f"{text[:head]}\n[... output truncated: {cut} characters omitted of {len(text)} ...]\n"
-            f"{text[len(text) - tail:]}"), True
+    if produced_bytes is not None and produced_bytes > len(text):
+        note = (f"[... output truncated: the command wrote {produced_bytes} bytes; its first {head} and last "
+                f"{tail} characters are shown ...]")
+    else:
+        note = f"[... output truncated: {cut} characters omitted of {len(text)} ...]"
+    return f"{text[:head]}\n{note}\n{text[len(text) - tail:]}", True
 
 
 class _CappedBuffer:
@@ -242,11 +250,11 @@ class LocalSandbox(Runtime):
             await asyncio.wait_for(asyncio.shield(reader), 0.5)
         except asyncio.TimeoutError:
             reader.cancel()
-        text, truncated = truncate_output(buffer.text(), limit)
+        text, truncated = truncate_output(buffer.text(), limit, buffer.total)
         if timed_out:
             text += f"\n[command timed out after {timeout_s:g} s and was killed]"
         return ExecResult(exit_code=None if timed_out else proc.returncode, output=text, timed_out=timed_out,
-                          truncated=truncated, duration_s=loop.time() - start)
+                          truncated=truncated, duration_s=loop.time() - start, output_bytes=buffer.total)
 
     async def close(self) -> None:
         if self.closed:
