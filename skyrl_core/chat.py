@@ -70,7 +70,9 @@ class ChatFormat:
 
     Attributes found by rendering probes: ``tools_in_template`` (the template renders ``tools=``),
     ``observation_role`` (``tool``, or ``user`` where the template rejects a tool role), ``drops_thinking``
-    (the template drops earlier turns' thinking after a new user message).
+    (the template drops earlier turns' thinking after a new user message), ``keeps_generation_prompt`` (False
+    when earlier turns are rendered without text the generation prompt adds, as Qwen3's empty think block under
+    ``enable_thinking=False``: the loop keeps that text, as the model saw it, in one datum).
     """
 
     def __init__(self, tokenizer: Any, chat_template: str | None = None, keep_thinking: bool = False,
@@ -90,6 +92,10 @@ class ChatFormat:
         self.tools_in_template = self._probe_tools()
         self.observation_role = self._probe_tool_role()
         self.drops_thinking = self._probe_drops_thinking()
+        self.keeps_generation_prompt = self._probe_keeps_generation_prompt()
+        if not self.keeps_generation_prompt:
+            log.info("the chat template (with %s) renders earlier assistant turns without the text its generation "
+                     "prompt adds; the context keeps that text as the model saw it", self.template_kwargs or "no kwargs")
 
     # -- rendering ---------------------------------------------------------------------------------------
     def render(self, messages: Sequence[dict], tools: Sequence[dict] | None = None,
@@ -185,6 +191,19 @@ class ChatFormat:
             log.info("chat template rejects the tool role (%s); observations are sent as user messages", exc)
             return "user"
         return "tool" if "PROBEOBS" in text else "user"
+
+    def _probe_keeps_generation_prompt(self) -> bool:
+        """Whether an earlier assistant turn is rendered after the full generation prompt it was generated
+        from. Qwen3 with ``enable_thinking=False`` puts an empty ``<think></think>`` block in the prompt but
+        renders earlier turns without it: then the context the loop keeps (what the model saw) differs from a
+        re-render of the conversation by that block per turn."""
+        try:
+            prompt = self.render([{"role": "user", "content": "x"}], add_generation_prompt=True)
+            later = self.render([{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"},
+                                 {"role": self.observation_role, "content": "z"}], add_generation_prompt=False)
+        except Exception:
+            return True
+        return later.startswith(prompt)
 
     def _probe_drops_thinking(self) -> bool:
         try:
