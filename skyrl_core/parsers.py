@@ -525,8 +525,9 @@ def split_reasoning(text: str, call_tags: Sequence[str] = ()) -> tuple[str, list
     """Split ``<think>...</think>`` blocks out of ``text``: (text without them, [reasoning texts]).
 
     A block opens with a ``<think>`` before the first of ``call_tags`` outside a block (reasoning comes before
-    the calls; a ``<think>`` after a call's opening tag is text of the call, e.g. of an argument). An unclosed ``<think>`` runs to the end; a ``</think>`` with no opening (templates
-    that put ``<think>`` in the prompt) makes everything before it reasoning.
+    the calls; a ``<think>`` after a call's opening tag is text of the call, e.g. of an argument). An unclosed
+    ``<think>`` runs to the end; a ``</think>`` with no opening (templates that put ``<think>`` in the prompt)
+    makes everything before it reasoning.
     """
     reasoning: list[str] = []
     first_close = text.find(THINK_CLOSE)

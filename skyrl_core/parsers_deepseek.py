@@ -63,7 +63,8 @@ class DeepSeekV31Parser:
 def _read_call(head_and_body: str, raw: str, ex: _Extracted) -> None:
     name, sep, body = head_and_body.partition(SEP)
     if not sep:
-        ex.errors.append(f"a DeepSeek tool call needs name{SEP}arguments; got {json.dumps(raw[:80], ensure_ascii=False)}")
+        ex.errors.append(f"a DeepSeek tool call needs name{SEP}arguments; got "
+                         f"{json.dumps(raw[:80], ensure_ascii=False)}")
         return
     name = name.strip()
     v3 = _V3_BODY.match(body)

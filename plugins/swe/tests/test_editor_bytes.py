@@ -57,7 +57,8 @@ def test_insert_keeps_the_neighbouring_ending_and_the_missing_final_newline(tmp_
     assert (tmp_path / "m.py").read_bytes() == MIXED
 
 
-@pytest.mark.parametrize("encoding,bom", [("utf-8", codecs.BOM_UTF8), ("latin-1", b""), ("utf-16-le", codecs.BOM_UTF16_LE)])
+@pytest.mark.parametrize("encoding,bom", [("utf-8", codecs.BOM_UTF8), ("latin-1", b""),
+                                          ("utf-16-le", codecs.BOM_UTF16_LE)])
 def test_encodings_and_bom_survive(tmp_path, encoding, bom):
     text = "# café\r\nnaïve = 1\nx = 2\r\n"
     (tmp_path / "e.py").write_bytes(bom + text.encode(encoding))
