@@ -95,7 +95,8 @@ class ChatFormat:
         self.keeps_generation_prompt = self._probe_keeps_generation_prompt()
         if not self.keeps_generation_prompt:
             log.info("the chat template (with %s) renders earlier assistant turns without the text its generation "
-                     "prompt adds; the context keeps that text as the model saw it", self.template_kwargs or "no kwargs")
+                     "prompt adds; the context keeps that text as the model saw it",
+                     self.template_kwargs or "no kwargs")
 
     # -- rendering ---------------------------------------------------------------------------------------
     def render(self, messages: Sequence[dict], tools: Sequence[dict] | None = None,

@@ -4,8 +4,8 @@
 Edits touch only the bytes of the edited region: the file's encoding (UTF-8, UTF-8 with BOM, UTF-16 with BOM,
 else Latin-1, all decoded losslessly), every other line's ending (mixed CRLF/LF files stay mixed; the model's
 strings are matched with LF and written with the ending of the region they replace), tabs and a present or
-missing final newline stay byte for byte. ``create`` writes ``file_text`` exactly as given. Every failure is a ToolResult with
-``error=True`` and a message saying what would work; nothing raises into the agent loop.
+missing final newline stay byte for byte. ``create`` writes ``file_text`` exactly as given. Every failure is a
+ToolResult with ``error=True`` and a message saying what would work; nothing raises into the agent loop.
 """
 
 from __future__ import annotations
