@@ -646,12 +646,14 @@ def _scan_json(text: str, finish_reason: str) -> _Extracted:
     return ex
 
 
-def _parse_tag_body(body: str, raw: str, ex: _Extracted) -> None:
-    try:
-        values = loads_tolerant_many(body)
-    except JSONRepairError as exc:
-        ex.errors.append(f"could not read the tool call: {exc.message}")
-        return
+def _parse_tag_body(body: str, raw: str, ex: _Extracted, values: list[Any] | None = None) -> None:
+    """Add the calls of one tag block's ``body`` to ``ex`` (``values``: the body already read)."""
+    if values is None:
+        try:
+            values = loads_tolerant_many(body)
+        except JSONRepairError as exc:
+            ex.errors.append(f"could not read the tool call: {exc.message}")
+            return
     calls = [c for v in values for c in _expand(v)]
     for obj in calls:
         try:
@@ -692,9 +694,11 @@ def find_tag_outside_strings(text: str, start: int, tags: Sequence[str]) -> tupl
     return -1, None
 
 
-def _tag_body_end(text: str, body_start: int, open_tag: str, close_tag: str) -> tuple[int, bool]:
-    """Where the body of a tag block opened before ``body_start`` ends: ``(index, closed)``. ``closed`` is False
-    when the block has no closing tag (the index is then the next opening tag, or the end of the text).
+def _tag_body_end(text: str, body_start: int, open_tag: str, close_tag: str
+                  ) -> tuple[int, bool, list[Any] | None]:
+    """Where the body of a tag block opened before ``body_start`` ends: ``(index, closed, values)``. ``closed``
+    is False when the block has no closing tag (the index is then the next opening tag, or the end of the
+    text); ``values`` is the body read as JSON values when that reading chose the end, else None.
 
     The string-aware scan decides first. When quotes inside a string are not escaped, string-awareness can be
     wrong either way, so each later literal closing tag is tried too (at most 8), and the first whose body
@@ -705,17 +709,16 @@ def _tag_body_end(text: str, body_start: int, open_tag: str, close_tag: str) -> 
     else:
         first = text.find(close_tag, body_start)
         if first == -1 or (tag == open_tag and at < first):
-            return (at if tag == open_tag else len(text)), False
+            return (at if tag == open_tag else len(text)), False, None
     candidate = first
     for _ in range(8):
         try:  # brackets left open mean the body goes on past this tag
-            loads_tolerant_many(text[body_start:candidate], close_brackets=False)
-            return candidate, True
+            return candidate, True, loads_tolerant_many(text[body_start:candidate], close_brackets=False)
         except JSONRepairError:
             candidate = text.find(close_tag, candidate + len(close_tag))
             if candidate == -1:
                 break
-    return first, True
+    return first, True, None
 
 
 def _scan_tags(text: str, finish_reason: str) -> _Extracted:
@@ -729,10 +732,10 @@ def _scan_tags(text: str, finish_reason: str) -> _Extracted:
             break
         ex.content_parts.append(text[pos:start])
         body_start = start + len(TOOL_CALL_OPEN)
-        end, closed = _tag_body_end(text, body_start, TOOL_CALL_OPEN, TOOL_CALL_CLOSE)
+        end, closed, values = _tag_body_end(text, body_start, TOOL_CALL_OPEN, TOOL_CALL_CLOSE)
         if closed:
             stop = end + len(TOOL_CALL_CLOSE)
-            _parse_tag_body(text[body_start:end], text[start:stop], ex)
+            _parse_tag_body(text[body_start:end], text[start:stop], ex, values)
             pos = stop
             continue
         if end < len(text):  # a block with no closing tag before the next block

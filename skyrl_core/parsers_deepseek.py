@@ -105,7 +105,7 @@ def _extract(text: str, finish_reason: str) -> _Extracted:
             last = pos = stop
             continue
         body_start = sep + len(SEP)
-        end, closed = _tag_body_end(text, body_start, CALL_BEGIN, CALL_END)
+        end, closed, _ = _tag_body_end(text, body_start, CALL_BEGIN, CALL_END)
         if not closed and end >= len(text) and finish_reason == "length":
             ex.truncated = True
             ex.errors.append(_TRUNCATED_MSG)
