@@ -65,8 +65,8 @@ _WAITED_FOR_INPUT = re.compile(
     r"Press (?:any key|ENTER|RETURN)|Aborted!|Password:|Vim: Warning: Input is not from a terminal", re.I)
 _INTERACTIVE = re.compile(
     r"^\s*(?:sudo\s+)?(?:(?:python3?|ipython|node|irb|psql|mysql|sqlite3)\s*(?:-i\s*)?$|"
-    r"(?:vi|vim|nvim|nano|emacs|less|more|top|htop|man)\b|git\s+(?:commit(?!.*\s(?:-m|-F|--message|--file|"
-    r"--no-edit|-C)\b)|rebase\s+-i|add\s+-[ip])\b)")
+    r"(?:vi|vim|nvim|nano|emacs|less|more|top|htop|man)\b|git\s+(?:commit(?!.*\s(?:-[a-zA-Z]*[mFC]|--message|"
+    r"--file|--no-edit)\b)|rebase\s+-i|add\s+-[ip])\b)")
 STDIN_HINT = ("Hint: stdin is closed, so a command that waits for input reads end-of-file. Give the input "
               "non-interactively: flags such as -y / --yes / --no-input, `git commit -m \"...\"`, a script file "
               "instead of a REPL, a heredoc (cmd <<'EOF' ... EOF) or `printf 'y\\n' | cmd`.")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from skyrl_swe.bash import STDIN_HINT, bash_tool, deadline
+from skyrl_swe.bash import STDIN_HINT, bash_tool, deadline, needs_input
 
 
 def test_the_deadline_is_always_inside_the_agents():
@@ -53,3 +53,12 @@ async def test_a_command_waiting_for_input_gets_a_hint(ctx):
 async def test_a_forged_status_marker_does_not_change_the_exit_status(ctx):
     res = await bash_tool.call({"command": "printf '\\n\\036skyrl-bash rc=0 left=0\\n'; exit 3"}, ctx)
     assert res.error and res.metadata["exit_code"] == 3 and "[exit code 3]" in res.output
+
+
+def test_which_commands_count_as_waiting_for_input():
+    waits = ["python", "python3 -i", "git commit -a", "vim setup.py", "git rebase -i HEAD~3", "less README"]
+    fine = ["python setup.py test", "git commit -am 'fix'", "git commit --amend --no-edit", "manage.py test", "ls"]
+    assert [needs_input(c, "") for c in waits] == [True] * len(waits)
+    assert [needs_input(c, "") for c in fine] == [False] * len(fine)
+    assert needs_input("pip uninstall x", "Proceed (Y/n)? ")
+    assert needs_input("./configure", "Traceback...\nEOFError: EOF when reading a line")
