@@ -55,6 +55,7 @@ class TransitionRecorder:
         self.engine = engine
         self.transitions = transitions
         self.new_context = False
+        self.chat_template_kwargs: dict = {}
 
     @record_transition
     async def generate(self, input_ids: list[int], sampling: SamplingParams):
@@ -139,6 +140,7 @@ async def run_agent(trajectory: Trajectory, *, engine: Any, tools: dict[str, Too
     """
     cfg = agent_config
     recorder = TransitionRecorder(engine, trajectory.transitions)
+    recorder.chat_template_kwargs = dict(getattr(chat, "template_kwargs", None) or {})
     all_schemas = [t.schema() for t in tools.values()]
     example_tool = _preferred_example_tool(tools)
     tools_prompt = getattr(parser, "tools_prompt", None)
@@ -214,7 +216,9 @@ async def run_agent(trajectory: Trajectory, *, engine: Any, tools: dict[str, Too
                 finish(CONTEXT_EXCEEDED, f"generation reached the context window of {limit} tokens")
             break
 
-        parsed = parser.parse(text, out.finish_reason)
+        # a parser that types values by schema (qwen3_coder) is given this trajectory's tools
+        parsed = parser.parse(text, out.finish_reason, tool_schemas=all_schemas) \
+            if getattr(parser, "needs_tool_schemas", False) else parser.parse(text, out.finish_reason)
         new: list[dict] = []
         done: ToolResult | None = None
         reset: list[dict] | None = None

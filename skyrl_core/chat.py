@@ -64,29 +64,46 @@ class ChatFormat:
     """A tokenizer's chat template, probed once, applied incrementally.
 
     ``tokenizer`` is a transformers tokenizer; ``chat_template`` overrides its template (a jinja string);
-    ``keep_thinking`` keeps earlier ``<think>`` blocks in the context where the template would drop them.
+    ``keep_thinking`` keeps earlier ``<think>`` blocks in the context where the template would drop them;
+    ``template_kwargs`` are extra template variables passed to every render, probes included (Qwen3's
+    ``enable_thinking``, Llama 3.1's ``date_string``; config ``agent.chat_template_kwargs``).
 
     Attributes found by rendering probes: ``tools_in_template`` (the template renders ``tools=``),
     ``observation_role`` (``tool``, or ``user`` where the template rejects a tool role), ``drops_thinking``
-    (the template drops earlier turns' thinking after a new user message).
+    (the template drops earlier turns' thinking after a new user message), ``keeps_generation_prompt`` (False
+    when earlier turns are rendered without text the generation prompt adds, as Qwen3's empty think block under
+    ``enable_thinking=False``: the loop keeps that text, as the model saw it, in one datum).
     """
 
-    def __init__(self, tokenizer: Any, chat_template: str | None = None, keep_thinking: bool = False) -> None:
+    def __init__(self, tokenizer: Any, chat_template: str | None = None, keep_thinking: bool = False,
+                 template_kwargs: dict[str, Any] | None = None) -> None:
         self.tokenizer = tokenizer
         self.chat_template = chat_template
         self.keep_thinking = keep_thinking
+        reserved = {"tokenize", "add_generation_prompt", "chat_template", "tools", "conversation"} & set(
+            template_kwargs or {})
+        if reserved:
+            raise ValueError(f"chat_template_kwargs may not set {sorted(reserved)}: the agent loop sets them; "
+                             f"give only template variables such as enable_thinking or date_string")
+        self.template_kwargs = dict(template_kwargs or {})
         self._added_ids = {int(i) for i in getattr(tokenizer, "added_tokens_decoder", {}) or {}}
         self._added_ids |= {int(i) for i in (getattr(tokenizer, "all_special_ids", None) or [])}
         self._token_text: dict[int, str] = {}
         self.tools_in_template = self._probe_tools()
         self.observation_role = self._probe_tool_role()
         self.drops_thinking = self._probe_drops_thinking()
+        self.keeps_generation_prompt = self._probe_keeps_generation_prompt()
+        if not self.keeps_generation_prompt:
+            log.info("the chat template (with %s) renders earlier assistant turns without the text its generation "
+                     "prompt adds; the context keeps that text as the model saw it",
+                     self.template_kwargs or "no kwargs")
 
     # -- rendering ---------------------------------------------------------------------------------------
     def render(self, messages: Sequence[dict], tools: Sequence[dict] | None = None,
                add_generation_prompt: bool = True) -> str:
         """The template's text for ``messages`` (``tools`` passed only where the template renders them)."""
-        kwargs: dict[str, Any] = {"tokenize": False, "add_generation_prompt": add_generation_prompt}
+        kwargs: dict[str, Any] = {**self.template_kwargs, "tokenize": False,
+                                  "add_generation_prompt": add_generation_prompt}
         if self.chat_template is not None:
             kwargs["chat_template"] = self.chat_template
         if tools and getattr(self, "tools_in_template", True):
@@ -157,7 +174,8 @@ class ChatFormat:
 
     def _probe_tools(self) -> bool:
         try:
-            kwargs: dict[str, Any] = {"tokenize": False, "add_generation_prompt": True, "tools": [_PROBE_TOOL]}
+            kwargs: dict[str, Any] = {**self.template_kwargs, "tokenize": False, "add_generation_prompt": True,
+                                      "tools": [_PROBE_TOOL]}
             if self.chat_template is not None:
                 kwargs["chat_template"] = self.chat_template
             text = self.tokenizer.apply_chat_template([{"role": "user", "content": "x"}], **kwargs)
@@ -174,6 +192,19 @@ class ChatFormat:
             log.info("chat template rejects the tool role (%s); observations are sent as user messages", exc)
             return "user"
         return "tool" if "PROBEOBS" in text else "user"
+
+    def _probe_keeps_generation_prompt(self) -> bool:
+        """Whether an earlier assistant turn is rendered after the full generation prompt it was generated
+        from. Qwen3 with ``enable_thinking=False`` puts an empty ``<think></think>`` block in the prompt but
+        renders earlier turns without it: then the context the loop keeps (what the model saw) differs from a
+        re-render of the conversation by that block per turn."""
+        try:
+            prompt = self.render([{"role": "user", "content": "x"}], add_generation_prompt=True)
+            later = self.render([{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"},
+                                 {"role": self.observation_role, "content": "z"}], add_generation_prompt=False)
+        except Exception:
+            return True
+        return later.startswith(prompt)
 
     def _probe_drops_thinking(self) -> bool:
         try:

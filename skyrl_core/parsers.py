@@ -28,10 +28,12 @@ Each parsed call gets a stable id ``call_<n>`` (n counts the executable calls of
 from __future__ import annotations
 
 import ast
+import io
 import json
 import re
+import tokenize
 import warnings
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import attrs
 
@@ -118,6 +120,7 @@ class _Lenient:
         self.n = len(text)
         self.steps = 0
         self.hit_end = False
+        self.gave_up = False
 
     def _tick(self) -> None:
         self.steps += 1
@@ -270,7 +273,9 @@ def _json_error(text: str) -> tuple[str, bool]:
         json.loads(text, strict=False)
     except json.JSONDecodeError as exc:
         at_end = exc.pos >= len(text.rstrip())
-        return f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", at_end
+        near = text[max(0, exc.pos - 30):exc.pos + 30]
+        return (f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg} (near "
+                f"{json.dumps(near, ensure_ascii=False)})"), at_end
     except (RecursionError, ValueError) as exc:
         return f"invalid JSON: {exc}", False
     return "invalid JSON", False
@@ -290,9 +295,11 @@ def loads_tolerant(text: str) -> Any:
     return values[0]
 
 
-def loads_tolerant_many(text: str) -> list[Any]:
+def loads_tolerant_many(text: str, close_brackets: bool = True) -> list[Any]:
     """Parse one or more JSON-like values written one after another (optionally comma-separated), as
-    :func:`loads_tolerant` does for one. Raises :class:`JSONRepairError`."""
+    :func:`loads_tolerant` does for one. Raises :class:`JSONRepairError`, also when the text reads more than
+    one way (an unescaped quote that may or may not end a string): such a guess is never returned.
+    ``close_brackets=False`` turns off the closing of brackets left open at the end."""
     body = _strip_fence(text).strip()
     if not body:
         raise JSONRepairError("empty: expected a JSON object")
@@ -304,27 +311,60 @@ def loads_tolerant_many(text: str) -> list[Any]:
         try:
             with warnings.catch_warnings():  # "\d" in code is an invalid escape to Python, not an error here
                 warnings.simplefilter("ignore")
-                return [ast.literal_eval(body)]
+                value = ast.literal_eval(body)
+            if not _adjacent_strings(body):  # Python joins "a" "b" into "ab": a guess, not the model's value
+                return [value]
         except Exception:  # literal_eval raises ValueError, SyntaxError, TypeError, MemoryError, RecursionError
             pass
-    values, reader = _lenient_sequence(body)
-    if values is None:
-        # Small models often drop the last closing brace(s) of a call they did finish (finish_reason "stop").
+    readings, reader = _lenient_sequences(body)
+    if not readings and close_brackets:
+        # Small models often drop the last closing brace(s) of a call they did finish (finish_reason "stop"):
+        # closing them is unambiguous when the text ends outside a string.
         closed = _close_brackets(body)
         if closed is not None:
-            values, _ = _lenient_sequence(closed)
-    if values is not None:
-        return values
+            try:
+                return [json.loads(closed, strict=False)]
+            except (ValueError, RecursionError):
+                readings, _ = _lenient_sequences(closed)
+    if len(readings) == 1 and not reader.gave_up:
+        return readings[0]
     message, at_end = _json_error(body)
+    if len(readings) > 1 or (readings and reader.gave_up):
+        raise JSONRepairError(f"{message}; the text has a quote inside a string that is not escaped and reads "
+                              f"more than one way, so it was not run: write every quote inside a string as \\\"")
     raise JSONRepairError(message, at_end=at_end or reader.hit_end)
 
 
-def _lenient_sequence(text: str) -> tuple[list[Any] | None, _Lenient]:
-    reader = _Lenient(text)
+def _adjacent_strings(text: str) -> bool:
+    """Whether two string literals follow each other in Python source ``text`` (or it does not tokenize)."""
+    skip = {tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT}
+    previous = None
     try:
-        return _read_sequence(reader, 0), reader
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type in skip:
+                continue
+            if tok.type == tokenize.STRING and previous == tokenize.STRING:
+                return True
+            previous = tok.type
+    except (tokenize.TokenError, SyntaxError):
+        return True
+    return False
+
+
+def _lenient_sequences(text: str, limit: int = 2) -> tuple[list[list[Any]], _Lenient]:
+    """Up to ``limit`` distinct complete readings of ``text`` by the lenient reader (``reader.gave_up`` when its
+    step budget ran out before the search was done)."""
+    reader = _Lenient(text)
+    found: list[list[Any]] = []
+    try:
+        for values in _read_sequences(reader, 0):
+            if values not in found:
+                found.append(values)
+                if len(found) >= limit:
+                    break
     except (_GiveUp, RecursionError):
-        return None, reader
+        reader.gave_up = True
+    return found, reader
 
 
 def _brackets_outside_strings(text: str, start: int = 0) -> tuple[str, bool]:
@@ -368,34 +408,38 @@ def _close_brackets(text: str) -> str | None:
 _EXTRA_CLOSERS = re.compile(r"[\s}\]]*")
 
 
-def _read_sequence(reader: _Lenient, i: int) -> list[Any] | None:
-    """Read values until the end of the text; None when no reading consumes it all. Stray closing brackets
-    after the last value (a common slip of small models) are ignored."""
+def _read_sequences(reader: _Lenient, i: int) -> Iterator[list[Any]]:
+    """Every reading of the values from ``i`` to the end of the text. Stray closing brackets after the last
+    value (a common slip of small models) are ignored."""
     for val, j in reader.value(i):
         j = reader.ws(j)
         if j >= reader.n or _EXTRA_CLOSERS.fullmatch(reader.s, j):
-            return [val]
+            yield [val]
+            continue
         if reader.s[j] == ",":
             j += 1
-        rest = _read_sequence(reader, j)
-        if rest is not None:
-            return [val, *rest]
-    return None
+        for rest in _read_sequences(reader, j):
+            yield [val, *rest]
 
 
 def _read_prefix(text: str, i: int) -> tuple[Any, int] | None:
-    """Read one JSON-like value starting at ``text[i]``; return (value, end) or None."""
+    """Read one JSON-like value starting at ``text[i]``; return (value, end) or None. A lenient reading is
+    returned only when it is the only one (an unescaped quote that could end a string two ways is no reading)."""
     try:
         return json.JSONDecoder(strict=False).raw_decode(text, i)
     except (ValueError, RecursionError):
         pass
     reader = _Lenient(text)
+    found: list[tuple[Any, int]] = []
     try:
         for val, end in reader.value(i):
-            return val, end
+            if all(val != v for v, _ in found):
+                found.append((val, end))
+            if len(found) > 1:
+                return None
     except (_GiveUp, RecursionError):
         return None
-    return None
+    return found[0] if found else None
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -474,31 +518,39 @@ def _expand(value: Any) -> list[Any]:
 # reasoning blocks
 
 
-def split_reasoning(text: str) -> tuple[str, list[str]]:
+_THINK = re.compile(re.escape(THINK_OPEN))
+
+
+def split_reasoning(text: str, call_tags: Sequence[str] = ()) -> tuple[str, list[str]]:
     """Split ``<think>...</think>`` blocks out of ``text``: (text without them, [reasoning texts]).
 
-    An unclosed ``<think>`` runs to the end; a ``</think>`` with no opening (templates that put ``<think>`` in
-    the prompt) makes everything before it reasoning.
+    A block opens with a ``<think>`` before the first of ``call_tags`` outside a block (reasoning comes before
+    the calls; a ``<think>`` after a call's opening tag is text of the call, e.g. of an argument). An unclosed
+    ``<think>`` runs to the end; a ``</think>`` with no opening (templates that put ``<think>`` in the prompt)
+    makes everything before it reasoning.
     """
     reasoning: list[str] = []
     first_close = text.find(THINK_CLOSE)
-    first_open = text.find(THINK_OPEN)
-    if first_close != -1 and (first_open == -1 or first_close < first_open):
+    first = _THINK.search(text)
+    if first_close != -1 and (first is None or first_close < first.start()):
         reasoning.append(text[:first_close])
         text = text[first_close + len(THINK_CLOSE):]
     out: list[str] = []
     pos = 0
     while True:
-        start = text.find(THINK_OPEN, pos)
-        if start == -1:
+        m = _THINK.search(text, pos)
+        if m is not None and any(0 <= text.find(tag, pos) < m.start() for tag in call_tags):
+            m = None
+        if m is None:
             out.append(text[pos:])
             break
-        out.append(text[pos:start])
-        end = text.find(THINK_CLOSE, start)
+        out.append(text[pos:m.start()])
+        body = m.end()
+        end = text.find(THINK_CLOSE, body)
         if end == -1:
-            reasoning.append(text[start + len(THINK_OPEN):])
+            reasoning.append(text[body:])
             break
-        reasoning.append(text[start + len(THINK_OPEN):end])
+        reasoning.append(text[body:end])
         pos = end + len(THINK_CLOSE)
     return "".join(out), [r.strip() for r in reasoning]
 
@@ -594,12 +646,14 @@ def _scan_json(text: str, finish_reason: str) -> _Extracted:
     return ex
 
 
-def _parse_tag_body(body: str, raw: str, ex: _Extracted) -> None:
-    try:
-        values = loads_tolerant_many(body)
-    except JSONRepairError as exc:
-        ex.errors.append(f"could not read the tool call: {exc.message}")
-        return
+def _parse_tag_body(body: str, raw: str, ex: _Extracted, values: list[Any] | None = None) -> None:
+    """Add the calls of one tag block's ``body`` to ``ex`` (``values``: the body already read)."""
+    if values is None:
+        try:
+            values = loads_tolerant_many(body)
+        except JSONRepairError as exc:
+            ex.errors.append(f"could not read the tool call: {exc.message}")
+            return
     calls = [c for v in values for c in _expand(v)]
     for obj in calls:
         try:
@@ -608,6 +662,63 @@ def _parse_tag_body(body: str, raw: str, ex: _Extracted) -> None:
             ex.errors.append(str(exc))
             continue
         ex.calls.append((name, args, raw))
+
+
+_OUTSIDE = re.compile(r'["<]')
+_INSIDE = re.compile(r'["\\]')
+
+
+def find_tag_outside_strings(text: str, start: int, tags: Sequence[str]) -> tuple[int, str | None]:
+    """The first of ``tags`` at or after ``text[start]`` that lies outside JSON (double-quoted) strings:
+    ``(index, tag)``, or ``(-1, None)``. A closing tag written inside an argument string
+    (``{"command": "echo '</tool_call>'"}``) is skipped; this is the string-aware scan every tag-delimited
+    JSON format shares."""
+    i, n = start, len(text)
+    in_str = False
+    while i < n:
+        m = (_INSIDE if in_str else _OUTSIDE).search(text, i)
+        if m is None:
+            break
+        j = m.start()
+        c = text[j]
+        if c == '"':
+            in_str = not in_str
+            i = j + 1
+        elif c == "\\":
+            i = j + 2
+        else:
+            for tag in tags:
+                if text.startswith(tag, j):
+                    return j, tag
+            i = j + 1
+    return -1, None
+
+
+def _tag_body_end(text: str, body_start: int, open_tag: str, close_tag: str
+                  ) -> tuple[int, bool, list[Any] | None]:
+    """Where the body of a tag block opened before ``body_start`` ends: ``(index, closed, values)``. ``closed``
+    is False when the block has no closing tag (the index is then the next opening tag, or the end of the
+    text); ``values`` is the body read as JSON values when that reading chose the end, else None.
+
+    The string-aware scan decides first. When quotes inside a string are not escaped, string-awareness can be
+    wrong either way, so each later literal closing tag is tried too (at most 8), and the first whose body
+    reads as JSON wins; if none does, the string-aware answer stands."""
+    at, tag = find_tag_outside_strings(text, body_start, (close_tag, open_tag))
+    if tag == close_tag:
+        first = at
+    else:
+        first = text.find(close_tag, body_start)
+        if first == -1 or (tag == open_tag and at < first):
+            return (at if tag == open_tag else len(text)), False, None
+    candidate = first
+    for _ in range(8):
+        try:  # brackets left open mean the body goes on past this tag
+            return candidate, True, loads_tolerant_many(text[body_start:candidate], close_brackets=False)
+        except JSONRepairError:
+            candidate = text.find(close_tag, candidate + len(close_tag))
+            if candidate == -1:
+                break
+    return first, True, None
 
 
 def _scan_tags(text: str, finish_reason: str) -> _Extracted:
@@ -621,16 +732,15 @@ def _scan_tags(text: str, finish_reason: str) -> _Extracted:
             break
         ex.content_parts.append(text[pos:start])
         body_start = start + len(TOOL_CALL_OPEN)
-        close = text.find(TOOL_CALL_CLOSE, body_start)
-        reopen = text.find(TOOL_CALL_OPEN, body_start)
-        if close != -1 and (reopen == -1 or close < reopen):
-            end = close + len(TOOL_CALL_CLOSE)
-            _parse_tag_body(text[body_start:close], text[start:end], ex)
-            pos = end
+        end, closed, values = _tag_body_end(text, body_start, TOOL_CALL_OPEN, TOOL_CALL_CLOSE)
+        if closed:
+            stop = end + len(TOOL_CALL_CLOSE)
+            _parse_tag_body(text[body_start:end], text[start:stop], ex, values)
+            pos = stop
             continue
-        if reopen != -1:  # a block with no closing tag before the next block
-            _parse_tag_body(text[body_start:reopen], text[start:reopen], ex)
-            pos = reopen
+        if end < len(text):  # a block with no closing tag before the next block
+            _parse_tag_body(text[body_start:end], text[start:end], ex)
+            pos = end
             continue
         # Unclosed block at the end of the message.
         if finish_reason == "length":
@@ -646,23 +756,37 @@ def _scan_tags(text: str, finish_reason: str) -> _Extracted:
     return ex
 
 
-def _ends_with_partial_tag(text: str) -> bool:
+def _ends_with_partial_tag(text: str, tags: Sequence[str] = (TOOL_CALL_OPEN,)) -> bool:
     tail = text.rstrip()
-    return any(tail.endswith(TOOL_CALL_OPEN[:k]) for k in range(2, len(TOOL_CALL_OPEN)))
+    return any(tail.endswith(tag[:k]) for tag in tags for k in range(2, len(tag)))
 
 
-def _build(visible: str, reasoning: list[str], ex: _Extracted, drafted: int, finish_reason: str) -> ParseResult:
+def _build(visible: str, reasoning: list[str], ex: _Extracted, drafted: int, finish_reason: str,
+           open_tags: Sequence[str] = (TOOL_CALL_OPEN,)) -> ParseResult:
     calls = [ToolCall(name=name, arguments=args, id=f"call_{i}", raw=raw) for i, (name, args, raw) in
              enumerate(ex.calls)]
     truncated = ex.truncated
     errors = list(ex.errors)
     content = _tidy(ex.content_parts)
-    if finish_reason == "length" and not truncated and _ends_with_partial_tag(visible):
+    if finish_reason == "length" and not truncated and _ends_with_partial_tag(visible, open_tags):
         truncated = True
         errors.append(_TRUNCATED_MSG)
-        content = re.sub(r"<[a-z_/]*$", "", content).rstrip()
+        tail = visible.rstrip()
+        cut = max(k for tag in open_tags for k in range(2, len(tag)) if tail.endswith(tag[:k]))
+        content = content[:-cut].rstrip() if content.endswith(tail[-cut:]) else content
     return ParseResult(calls=calls, content=content, errors=errors, truncated=truncated, drafted=drafted,
                        reasoning="\n\n".join(r for r in reasoning if r))
+
+
+def parse_with(extract: Any, text: str, finish_reason: str, open_tags: Sequence[str] = (TOOL_CALL_OPEN,)
+               ) -> ParseResult:
+    """The shared frame of the tag parsers: split off ``<think>`` blocks, count the calls drafted in them,
+    run ``extract(text, finish_reason) -> _Extracted`` on the rest, and apply the cut-off rule for an opening
+    tag (one of ``open_tags``) left partial at the end under ``finish_reason == "length"``."""
+    text = text or ""
+    visible, reasoning = split_reasoning(text, open_tags)
+    drafted = sum(len(extract(r, "stop").calls) for r in reasoning)
+    return _build(visible, reasoning, extract(visible, finish_reason), drafted, finish_reason, open_tags)
 
 
 class HermesParser:
@@ -672,11 +796,7 @@ class HermesParser:
     name = "hermes"
 
     def parse(self, text: str, finish_reason: str = "stop") -> ParseResult:
-        text = text or ""
-        visible, reasoning = split_reasoning(text)
-        drafted = sum(len(self._extract(r, "stop").calls) for r in reasoning)
-        ex = self._extract(visible, finish_reason)
-        return _build(visible, reasoning, ex, drafted, finish_reason)
+        return parse_with(self._extract, text, finish_reason)
 
     @staticmethod
     def _extract(text: str, finish_reason: str) -> _Extracted:

@@ -181,9 +181,10 @@ class RolloutSession:
         self.registry = registry or get_registry()
         self.engine = engine
         self.owns_engine = owns_engine
-        self.chat = ChatFormat(engine.tokenizer, keep_thinking=config.agent.keep_thinking)
+        self.chat = ChatFormat(engine.tokenizer, keep_thinking=config.agent.keep_thinking,
+                               template_kwargs=config.agent.chat_template_kwargs)
         self.parser = self._parser(config.agent.parser)
-        self._chats = {config.agent.keep_thinking: self.chat}
+        self._chats = {_chat_key(config.agent): self.chat}
         self._resolved: dict[int, _Resolved] = {}
         self.on_trajectory_done: Callable[[Trajectory], None] | None = None
         self.cost_memory = StageCostMemory()
@@ -399,11 +400,19 @@ class RolloutSession:
         if index is not None and tc.sampling:
             merged = task_sampling_config(self.config, index)
             own_sampling = {k: getattr(merged, k) for k in tc.sampling}
-        if agent.keep_thinking not in self._chats:
-            self._chats[agent.keep_thinking] = ChatFormat(self.engine.tokenizer, keep_thinking=agent.keep_thinking)
+        if _chat_key(agent) not in self._chats:
+            self._chats[_chat_key(agent)] = ChatFormat(self.engine.tokenizer, keep_thinking=agent.keep_thinking,
+                                                       template_kwargs=agent.chat_template_kwargs)
         parser = self.parser if agent.parser == self.config.agent.parser else self._parser(agent.parser)
         resolved = _Resolved(task=task, tools=tools, builder=builder, verifier=verifier, verifier_name=verifier_name,
                              runtime_spec=spec, runtime_cls=runtime_cls, agent=agent, parser=parser,
-                             chat=self._chats[agent.keep_thinking], sampling=own_sampling)
+                             chat=self._chats[_chat_key(agent)], sampling=own_sampling)
         self._resolved[key] = resolved
         return resolved
+
+
+def _chat_key(agent: Any) -> tuple[bool, str]:
+    """One ChatFormat per distinct (keep_thinking, chat_template_kwargs) among the run's tasks."""
+    import json
+
+    return agent.keep_thinking, json.dumps(agent.chat_template_kwargs or {}, sort_keys=True, default=str)

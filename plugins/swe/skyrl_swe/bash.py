@@ -1,13 +1,27 @@
 """The ``bash`` tool: one shell command in the trajectory's runtime.
 
-stdin is closed and pagers are disabled (``PAGER=cat``, ``GIT_PAGER=cat``, ``MANPAGER=cat``, no git prompts), so an
-interactive program ends instead of waiting; a command that runs past its timeout is killed with its process
-group and the output it produced is returned with a note; long output keeps its head and tail with a note of
-what was cut. Processes a command leaves in the background are killed when the runtime closes at the end of the
-trajectory.
+What the model is told, and why it is true:
+
+- **Deadline.** The command runs under its own deadline: the requested ``timeout`` (default 120 s, at most
+  1800 s), always shorter than the agent loop's deadline for the tool call (``agent.tool_timeout_s``, minus a
+  margin of 10 %, at least 3 s), so the loop's deadline never fires first and throws the output away. When the
+  command runs past it, coreutils ``timeout`` stops it (TERM, KILL 1 s later) and the observation keeps the output
+  produced so far, the exit status (124, or 137 when it had to be killed) and ``[timed out after N s]``.
+- **stdin** is closed (``/dev/null``) and pagers are off (``PAGER=cat`` ...). A program that waits for input
+  reads end-of-file at once; when the output or the command shows that happened (``EOFError``, "not a
+  terminal", a ``[Y/n]`` prompt, an interactive program such as ``python`` with no script, ``git commit``
+  without ``-m``), the observation says so and how to give the input non-interactively.
+- **Output** longer than 10,000 characters keeps its head and tail; the note gives the bytes the command really
+  wrote (counted by the runtime before its own cap), not the length of what reached this tool.
+- **Background processes** a command starts (``server &``) are stopped when the command returns, in every
+  runtime: under bubblewrap the command's PID namespace ends with it, and elsewhere the tool kills the process
+  group its command ran in. The observation says so when it happened; start a server and its client in one
+  command (``python -m http.server 8000 & sleep 1; curl -s localhost:8000``).
 """
 
 from __future__ import annotations
+
+import re
 
 from skyrl_core import Tool, ToolContext, ToolResult
 from skyrl_core.runtime import truncate_output
@@ -17,12 +31,67 @@ from .runtime import prepare_for_tool
 DEFAULT_TIMEOUT_S = 120.0
 MAX_TIMEOUT_S = 1800.0
 MAX_OUTPUT_CHARS = 10000
+KILL_AFTER_S = 1.0
 
 NONINTERACTIVE_ENV = {
     "PAGER": "cat", "GIT_PAGER": "cat", "MANPAGER": "cat", "SYSTEMD_PAGER": "", "LESS": "-FRX",
     "GIT_TERMINAL_PROMPT": "0", "GIT_EDITOR": "true", "EDITOR": "true", "VISUAL": "true", "DEBIAN_FRONTEND":
     "noninteractive", "PIP_NO_INPUT": "1", "PYTHONUNBUFFERED": "1", "TERM": "dumb", "COLUMNS": "200",
 }
+
+# $1: the command, $2: its deadline in seconds. The command runs in the background so that its process group
+# (made by `timeout`) can be killed once it returns, with whatever it left running; the marker line carries the
+# exit status and whether anything was left.
+_WRAPPER = r"""
+if command -v timeout >/dev/null 2>&1; then
+  timeout -k __KILL__ "$2" bash -c "$1" </dev/null &
+else
+  bash -c "$1" </dev/null &
+fi
+pid=$!
+wait "$pid"
+rc=$?
+left=0
+if kill -0 -- -"$pid" 2>/dev/null; then left=1; kill -KILL -- -"$pid" 2>/dev/null; fi
+printf '\n\036skyrl-bash rc=%s left=%s\n' "$rc" "$left"
+exit "$rc"
+""".replace("__KILL__", f"{KILL_AFTER_S:g}")
+_MARKER = re.compile(r"\n?\x1eskyrl-bash rc=(\d+) left=([01])\n?$")
+_RUNTIME_NOTE = re.compile(r"\n\[\.\.\. output truncated: [^\n]*\.\.\.\]\n")
+
+_WAITED_FOR_INPUT = re.compile(
+    r"EOFError|EOF when reading a line|Inappropriate ioctl for device|not a (?:terminal|tty)|"
+    r"input device is not a TTY|no tty present|stdin is not a tty|\[[Yy]/[Nn]\]|\([Yy]/[Nn]\)|"
+    r"Press (?:any key|ENTER|RETURN)|Aborted!|Password:|Vim: Warning: Input is not from a terminal", re.I)
+_INTERACTIVE = re.compile(
+    r"^\s*(?:sudo\s+)?(?:(?:python3?|ipython|node|irb|psql|mysql|sqlite3)\s*(?:-i\s*)?$|"
+    r"(?:vi|vim|nvim|nano|emacs|less|more|top|htop|man)\b|git\s+(?:commit(?!.*\s(?:-[a-zA-Z]*[mFC]|--message|"
+    r"--file|--no-edit)\b)|rebase\s+-i|add\s+-[ip])\b)")
+STDIN_HINT = ("Hint: stdin is closed, so a command that waits for input reads end-of-file. Give the input "
+              "non-interactively: flags such as -y / --yes / --no-input, `git commit -m \"...\"`, a script file "
+              "instead of a REPL, a heredoc (cmd <<'EOF' ... EOF) or `printf 'y\\n' | cmd`.")
+BACKGROUND_NOTE = ("[processes this command left in the background were stopped when it returned: each command "
+                   "runs on its own; start a server and the commands that use it in one command]")
+
+
+def deadline(requested: float | None, agent_timeout_s: float | None) -> tuple[float, float, bool]:
+    """(the command's deadline, the runtime's backstop deadline, whether the request was capped), in seconds.
+
+    The command's deadline is ``requested`` (default 120 s, at most 1800 s) but always ``agent_timeout_s`` minus
+    a margin (10 %, at least 3 s) when the agent loop bounds the call; the backstop lies inside the margin."""
+    want = min(float(requested or DEFAULT_TIMEOUT_S), MAX_TIMEOUT_S)
+    if not agent_timeout_s:
+        return want, want + KILL_AFTER_S + 2.0, False
+    margin = max(3.0, 0.1 * float(agent_timeout_s))
+    cap = max(0.5, float(agent_timeout_s) - margin)
+    limit = min(want, cap)
+    return limit, limit + 0.8 * margin, limit < want
+
+
+def needs_input(command: str, output: str) -> bool:
+    """Whether ``command`` evidently waited for input on its closed stdin (by its output, or being an
+    interactive program run without a script)."""
+    return bool(_WAITED_FOR_INPUT.search(output[-4000:]) or _INTERACTIVE.search(command))
 
 
 async def run_bash(args: dict, ctx: ToolContext) -> ToolResult:
@@ -35,40 +104,62 @@ async def run_bash(args: dict, ctx: ToolContext) -> ToolResult:
     command = args["command"]
     if not command.strip():
         return ToolResult(output="Error: empty command; give a shell command such as `ls`", error=True)
-    timeout = min(float(args.get("timeout") or ctx.store.get("_tool_timeout_s") or DEFAULT_TIMEOUT_S), MAX_TIMEOUT_S)
+    agent_timeout = ctx.store.get("_tool_timeout_s")
+    limit, backstop, capped = deadline(args.get("timeout"), agent_timeout)
     env = dict(NONINTERACTIVE_ENV)
     env.update(getattr(runtime, "tool_env", None) or {})
-    result = await runtime.exec(command, timeout_s=timeout, env=env)
-    output, truncated = truncate_output(result.output, MAX_OUTPUT_CHARS)
+    result = await runtime.exec(["bash", "-c", _WRAPPER, "skyrl-bash", command, f"{limit:g}"], timeout_s=backstop,
+                                env=env)
+    raw = result.output
+    marker = _MARKER.search(raw)
+    exit_code, left = (int(marker.group(1)), marker.group(2) == "1") if marker else (result.exit_code, False)
+    produced = result.output_bytes
+    if marker:
+        raw = raw[:marker.start()]
+        produced = None if produced is None else max(0, produced - len(marker.group(0).encode()))
+    if result.truncated:  # the runtime's own note counts what it kept; ours counts what was written
+        raw = _RUNTIME_NOTE.sub("\n", raw, count=1)
+    output, truncated = truncate_output(raw, MAX_OUTPUT_CHARS, produced)
     truncated = truncated or result.truncated
-    if result.timed_out:
+    timed_out = result.timed_out or (exit_code in (124, 137) and result.duration_s >= limit - 0.05)
+    notes: list[str] = []
+    if left:
+        notes.append(BACKGROUND_NOTE)
+    if timed_out:
+        why = f" (capped by agent.tool_timeout_s = {agent_timeout:g} s)" if capped else ""
+        status = f"exit status {exit_code}" if exit_code is not None else "killed"
         if "[command timed out" not in output:
-            output += f"\n[command timed out after {timeout:g} s and was killed]"
-        return ToolResult(output=output.strip() + "\nHint: run long jobs with a smaller scope (one test file), or "
-                          "raise `timeout`.", error=True,
-                          metadata={"timed_out": True, "truncated": truncated})
+            notes.append(f"[timed out after {limit:g} s{why}: the command was stopped, {status}; the output "
+                         f"above is what it wrote until then]")
+        notes.append("Hint: run long jobs with a smaller scope (one test file), in the background of one "
+                     "command with a time limit, or raise `timeout`.")
+    elif exit_code not in (0, None):
+        notes.append(f"[exit code {exit_code}]")
+    if needs_input(command, output):
+        notes.append(STDIN_HINT)
     text = output.rstrip()
-    if result.exit_code != 0:
-        text = f"{text}\n[exit code {result.exit_code}]".lstrip("\n")
-    elif not text:
+    if not text and not notes:
         text = "[command finished with no output]"
-    return ToolResult(output=text, error=result.exit_code != 0,
-                      metadata={"exit_code": result.exit_code, "truncated": truncated,
-                                "duration_s": round(result.duration_s, 3)})
+    text = "\n".join(p for p in [text, *notes] if p)
+    return ToolResult(output=text, error=timed_out or exit_code != 0,
+                      metadata={"exit_code": exit_code, "timed_out": timed_out, "truncated": truncated,
+                                "output_bytes": produced, "timeout_s": limit,
+                                "background_stopped": left, "duration_s": round(result.duration_s, 3)})
 
 
 bash_tool = Tool(
     name="bash",
     description=(
         "Run a bash command in the repository (the working directory is the repository root). stdin is closed "
-        "and pagers are off, so interactive programs do not work; long output is cut in the middle. Default "
-        f"timeout {DEFAULT_TIMEOUT_S:g} s."),
+        "and pagers are off, so interactive programs get no input: use non-interactive flags. Long output "
+        "keeps its head and tail. Processes left in the background stop when the command returns. Default "
+        f"timeout {DEFAULT_TIMEOUT_S:g} s, always within the agent's limit for one tool call."),
     parameters={
         "type": "object",
         "properties": {
             "command": {"type": "string", "description": "the bash command to run"},
             "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT_S,
-                        "description": "seconds before the command is killed"},
+                        "description": "seconds before the command is stopped"},
         },
         "required": ["command"],
         "additionalProperties": False,

@@ -1,14 +1,17 @@
 """The ``str_replace_editor`` tool: view, create, str_replace, insert and undo_edit on files in the workspace
 (the editor interface of SWE-agent / OpenHands that SkyRL-Agent's SWE task uses, arXiv 2511.16108, Sec. 4.1).
 
-Files keep their encoding (UTF-8, UTF-8 with BOM, UTF-16 with BOM, else Latin-1), their line endings (a CRLF
-file stays CRLF; the model's strings are matched with LF) and their tabs. Every failure is a ToolResult with
-``error=True`` and a message saying what would work; nothing raises into the agent loop.
+Edits touch only the bytes of the edited region: the file's encoding (UTF-8, UTF-8 with BOM, UTF-16 with BOM,
+else Latin-1, all decoded losslessly), every other line's ending (mixed CRLF/LF files stay mixed; the model's
+strings are matched with LF and written with the ending of the region they replace), tabs and a present or
+missing final newline stay byte for byte. ``create`` writes ``file_text`` exactly as given. Every failure is a
+ToolResult with ``error=True`` and a message saying what would work; nothing raises into the agent loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import codecs
 import os
 from pathlib import Path
@@ -32,36 +35,81 @@ class EditorError(Exception):
 
 @attrs.define
 class FileText:
-    """A decoded file: ``text`` with LF line endings, and how to write it back (``encoding``, ``bom``, ``crlf``)."""
+    """A decoded file. ``raw`` is its text with line endings as they are; ``text`` is the same with CRLF read
+    as LF (what the model sees and matches against). Edits are spliced into ``raw`` (:meth:`splice`), so every
+    byte outside the edited region — other lines' endings, tabs, a missing or present final newline, the
+    BOM — is written back unchanged.
 
-    text: str
+    Decoding is lossless: UTF-8 (with or without BOM) or UTF-16 with BOM where the bytes are valid, else
+    Latin-1 (one character per byte)."""
+
+    raw: str
     encoding: str = "utf-8"
     bom: bytes = b""
-    crlf: bool = False
+    text: str = attrs.field(init=False)
+    _crlf_at: list[int] = attrs.field(init=False, repr=False)  # indices in ``text`` of each CRLF's LF
+
+    def __attrs_post_init__(self) -> None:
+        self.text = self.raw.replace("\r\n", "\n")
+        self._crlf_at = []
+        shift = 0
+        at = self.raw.find("\r\n")
+        while at != -1:
+            self._crlf_at.append(at - shift)
+            shift += 1
+            at = self.raw.find("\r\n", at + 2)
 
     @classmethod
     def decode(cls, data: bytes) -> "FileText":
         for bom, enc in ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"),
                          (codecs.BOM_UTF16_BE, "utf-16-be")):
             if data.startswith(bom):
-                text = data[len(bom):].decode(enc, errors="replace")
-                return cls._split(text, enc, bom)
+                try:
+                    return cls(raw=data[len(bom):].decode(enc), encoding=enc, bom=bom)
+                except UnicodeDecodeError:
+                    break
         try:
-            return cls._split(data.decode("utf-8"), "utf-8", b"")
+            return cls(raw=data.decode("utf-8"), encoding="utf-8")
         except UnicodeDecodeError:
-            return cls._split(data.decode("latin-1"), "latin-1", b"")
+            return cls(raw=data.decode("latin-1"), encoding="latin-1")
 
-    @classmethod
-    def _split(cls, text: str, encoding: str, bom: bytes) -> "FileText":
-        crlf = "\r\n" in text
-        return cls(text=text.replace("\r\n", "\n") if crlf else text, encoding=encoding, bom=bom, crlf=crlf)
+    @property
+    def crlf(self) -> bool:
+        return bool(self._crlf_at)
 
-    def encode(self, text: str | None = None) -> bytes:
-        text = self.text if text is None else text
-        if self.crlf:
-            text = text.replace("\r\n", "\n").replace("\n", "\r\n")
+    @property
+    def mixed(self) -> bool:
+        """Both CRLF and bare LF line endings occur."""
+        return self.crlf and self.text.count("\n") > len(self._crlf_at)
+
+    def raw_index(self, i: int) -> int:
+        """The index in ``raw`` of index ``i`` of ``text``."""
+        return i + bisect.bisect_left(self._crlf_at, i)
+
+    def ending_near(self, i: int) -> str:
+        """The line ending of the line holding ``text[i]`` (the one before it at the end of the file; the file's
+        most common ending when it has no line break)."""
+        nl = self.text.find("\n", i)
+        if nl == -1:
+            nl = self.text.rfind("\n", 0, i)
+        if nl == -1:
+            return "\r\n" if self.crlf else "\n"
+        k = bisect.bisect_left(self._crlf_at, nl)
+        return "\r\n" if k < len(self._crlf_at) and self._crlf_at[k] == nl else "\n"
+
+    def splice(self, start: int, end: int, new: str) -> str:
+        """``raw`` with ``text[start:end]`` replaced by ``new`` (LF line breaks, written with the line ending of
+        the region it replaces)."""
+        ending = self.ending_near(start)
+        new = new.replace("\r\n", "\n")
+        if ending != "\n":
+            new = new.replace("\n", ending)
+        return self.raw[:self.raw_index(start)] + new + self.raw[self.raw_index(end):]
+
+    def encode(self, raw: str | None = None) -> bytes:
+        raw = self.raw if raw is None else raw
         try:
-            return self.bom + text.encode(self.encoding)
+            return self.bom + raw.encode(self.encoding)
         except UnicodeEncodeError as exc:
             raise EditorError(f"the new text has characters ({exc.object[exc.start:exc.end]!r}) that the file's "
                               f"encoding {self.encoding} cannot hold; use an escape or ASCII instead") from None
@@ -136,7 +184,9 @@ class Editor:
             body = (cut[: cut.rfind("\n")] + f"\n[file truncated at line {shown_last}: view the rest with "
                     f"view_range [{shown_last + 1}, {last}], or search it for a definition]")
         notes = []
-        if ft.crlf:
+        if ft.mixed:
+            notes.append("mixed CRLF and LF line endings, each line's kept on edit")
+        elif ft.crlf:
             notes.append("CRLF line endings, kept on edit")
         if ft.encoding != "utf-8" or ft.bom:
             notes.append(f"encoding {ft.encoding}{' with BOM' if ft.bom else ''}, kept on edit")
@@ -172,9 +222,7 @@ class Editor:
         if full.exists():
             raise EditorError(f"file '{rel}' already exists; edit it with 'str_replace' or 'insert' "
                               f"(create does not overwrite)")
-        crlf = "\r\n" in file_text
-        ft = FileText(text=file_text.replace("\r\n", "\n"), crlf=crlf)
-        self._save(full, rel, None, ft.encode())
+        self._save(full, rel, None, FileText(raw=file_text).encode())  # written exactly as given
         return f"File created successfully at: {rel}"
 
     def str_replace(self, path: str, old_str: str | None, new_str: str | None) -> str:
@@ -199,7 +247,7 @@ class Editor:
                               f"once")
         pos = ft.text.index(old)
         text = ft.text[:pos] + new + ft.text[pos + len(old):]
-        self._save(full, rel, data, ft.encode(text))
+        self._save(full, rel, data, ft.encode(ft.splice(pos, pos + len(old), new)))
         line = ft.text.count("\n", 0, pos) + 1
         return self._snippet(rel, text, line, line + new.count("\n"), "edited")
 
@@ -233,9 +281,16 @@ class Editor:
             raise EditorError(f"insert_line {insert_line} is outside 0..{len(lines)} (the file has {len(lines)} "
                               f"lines; 0 inserts at the top)")
         new_lines = new_str.replace("\r\n", "\n").split("\n")
+        # the byte offset after line insert_line; the inserted lines take the ending of the line before them
+        at = sum(len(line) + 1 for line in lines[:insert_line])
+        block = "\n".join(new_lines) + "\n"
+        if at > len(ft.text):  # after a last line that has no final newline: the break goes before the block
+            at, block = len(ft.text), "\n" + "\n".join(new_lines)
         lines[insert_line:insert_line] = new_lines
         text = "\n".join(lines) + ("\n" if trailing or not lines else "")
-        self._save(full, rel, data, ft.encode(text))
+        ending = ft.ending_near(max(at - 1, 0))
+        raw = ft.raw[:ft.raw_index(at)] + block.replace("\n", ending) + ft.raw[ft.raw_index(at):]
+        self._save(full, rel, data, ft.encode(raw))
         return self._snippet(rel, text, insert_line + 1, insert_line + len(new_lines), "inserted into")
 
     def undo_edit(self, path: str) -> str:

@@ -32,11 +32,12 @@ import attrs
 from skyrl_core import Instance, VerifierResult
 from skyrl_core.runtime import RuntimeSpec
 
+from .grading import (ERROR, FAILED, MISSING, PASSED, SKIPPED, convention_of, django_labels, grade_tests,  # noqa: F401
+                      lookup, parse_django, parse_junit, parse_pytest_summary)
 from .runtime import SweSandbox, ensure_prepared
 
 log = logging.getLogger(__name__)
 
-PASSED, FAILED, ERROR, SKIPPED, MISSING = "PASSED", "FAILED", "ERROR", "SKIPPED", "MISSING"
 # files the test runner reads besides the code under test (configuration, start-up hooks): never taken from the agent
 RUNNER_LOADED = {"conftest.py", "sitecustomize.py", "usercustomize.py", "pytest.ini", ".pytest.ini", "tox.ini",
                  "noxfile.py", "setup.cfg", "pyproject.toml", "pytest.toml", ".pytest.toml"}
@@ -117,78 +118,7 @@ async def apply_patch(runtime: Any, patch: str) -> tuple[bool, str]:
         await runtime.exec(["rm", "-f", name], timeout_s=30)
 
 
-# -- reports -----------------------------------------------------------------------------------------------------
-def parse_junit(xml_text: str) -> dict[str, str]:
-    """pytest JUnit XML (``junit_family=xunit1``: testcases carry ``file``) -> {pytest node id: status}."""
-    root = ET.fromstring(xml_text)
-    results: dict[str, str] = {}
-    for case in root.iter("testcase"):
-        name = case.get("name", "")
-        classname = case.get("classname", "")
-        file = case.get("file")
-        if file:
-            module = file[:-3].replace("/", ".") if file.endswith(".py") else file
-            rest = classname[len(module) + 1:] if classname.startswith(module) else ""
-            node = "::".join([file] + ([p for p in rest.split(".") if p] if rest else []) + [name])
-        else:
-            node = f"{classname.replace('.', '/')}.py::{name}" if classname else name
-        status = PASSED
-        for child in case:
-            if child.tag == "failure":
-                status = FAILED
-            elif child.tag == "error":
-                status = ERROR
-            elif child.tag == "skipped" and status == PASSED:
-                status = SKIPPED
-        # a setup error after a pass is reported as a second testcase with the same id: the worse wins
-        if results.get(node) in (FAILED, ERROR):
-            continue
-        results[node] = status
-    return results
-
-
-_DJANGO_LINE = re.compile(r"^(?P<name>\w+) \((?P<where>[\w.]+)\)(?:\n(?!\w+ \()[^\n]*)?"
-                          r" \.\.\. (?P<status>ok|FAIL|ERROR|skipped|expected failure|unexpected success)",
-                          re.MULTILINE)
-
-
-def parse_django(output: str) -> dict[str, str]:
-    """Django ``runtests.py --verbosity 2`` result lines -> {"test_x (module.Class)": status}. Handles the
-    Python 3.11+ form ``test_x (module.Class.test_x)`` and a docstring line between name and result."""
-    results: dict[str, str] = {}
-    for m in _DJANGO_LINE.finditer(output):
-        name, where = m.group("name"), m.group("where")
-        if where.endswith("." + name):
-            where = where[: -len(name) - 1]
-        status = {"ok": PASSED, "FAIL": FAILED, "ERROR": ERROR, "skipped": SKIPPED, "expected failure": PASSED,
-                  "unexpected success": FAILED}[m.group("status")]
-        results[f"{name} ({where})"] = status
-    return results
-
-
-_PYTEST_RA = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (\S.*?)(?: - .*)?$", re.MULTILINE)
-
-
-def parse_pytest_summary(output: str) -> dict[str, str]:
-    """pytest ``-rA`` short summary lines (R2E-Gym's run_tests.sh) -> {node id: status}. Text, so weaker than
-    a report file; used only for runners given as a shell command."""
-    mapping = {"XFAIL": PASSED, "XPASS": FAILED}
-    return {m.group(2).strip(): mapping.get(m.group(1), m.group(1)) for m in _PYTEST_RA.finditer(output)}
-
-
-def lookup(results: dict[str, str], test_id: str) -> str:
-    """The status of one listed test id in ``results`` (exact, else by bare name), MISSING when absent."""
-    if test_id in results:
-        return results[test_id]
-    if "::" not in test_id:
-        bare = [v for k, v in results.items() if k.rsplit("::", 1)[-1] == test_id or k.split(" (")[0] == test_id]
-        if len(bare) >= 1:
-            return FAILED if any(v in (FAILED, ERROR) for v in bare) else bare[0]
-    # SWE-bench sometimes lists ids without the file's directory
-    tail = [v for k, v in results.items() if k.endswith("/" + test_id)]
-    return tail[0] if len(tail) == 1 else MISSING
-
-
+# -- reports: parsing and test-id matching live in grading.py (re-exported here for existing importers) ------------
 # -- running tests ---------------------------------------------------------------------------------------------
 @attrs.define
 class TestRun:
@@ -210,14 +140,6 @@ def runner_kind(data: dict) -> str:
     if not cmd or cmd.startswith(("pytest", "python -m pytest")):
         return "pytest"
     return "command"
-
-
-def _django_label(test_id: str) -> str:
-    m = re.match(r"^(\w+) \(([\w.]+)\)", test_id)
-    if not m:
-        return test_id
-    name, where = m.groups()
-    return where if where.endswith("." + name) else f"{where}.{name}"
 
 
 def runner_env(data: dict) -> dict[str, str]:
@@ -382,7 +304,7 @@ async def run_tests(runtime: Any, data: dict, tests: list[str], timeout_s: float
     kind = runner_kind(data)
     env = runner_env(data)
     if kind == "django":
-        labels = list(dict.fromkeys(_django_label(t) for t in tests))
+        labels = django_labels(tests, data.get("test_patch") or "")
         res = await runtime.exec(["python", "tests/runtests.py", "--verbosity", "2", "--settings=test_sqlite",
                                   "--parallel", "1", *labels], timeout_s=timeout_s, env=env)
         results = parse_django(res.output)
@@ -460,12 +382,9 @@ async def verify_patch(instance: Instance, patch: str, runtime_cls: type | None 
         run = await run_tests(check, data, f2p + p2p)
     finally:
         await check.close()
-    tests = {t: lookup(run.results, t) for t in f2p + p2p}
-    f2p_ok = sum(tests[t] == PASSED for t in f2p)
-    p2p_ok = sum(tests[t] == PASSED for t in p2p)
-    metrics.update({"tests": tests, "report": run.report, "test_exit_code": run.exit_code,
-                    "fail_to_pass": f"{f2p_ok}/{len(f2p)}", "pass_to_pass": f"{p2p_ok}/{len(p2p)}",
-                    "resolved": f2p_ok == len(f2p) and p2p_ok == len(p2p) and not run.problems})
+    grade = grade_tests(run.results, f2p, p2p, convention_of(data))
+    metrics.update({**grade.metrics(), "report": run.report, "test_exit_code": run.exit_code})
+    metrics["resolved"] = bool(metrics["resolved"]) and not run.problems
     if run.problems:
         metrics["error_eval"] = "; ".join(run.problems)
         metrics["error"] = f"error_eval: {metrics['error_eval']}"

@@ -16,6 +16,7 @@ os.environ.setdefault("SKYRL_SWE_CACHE", str(CACHE))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 PROJECT = "inflection==0.5.1"
+collect_ignore = ["fixtures"]  # small projects whose own tests produced the captured runner output
 SHARED_DATA = HERE.parents[2].parent / "shared" / "data"
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from skyrl_core.plugins import get_plugins, reset_plugins
+from skyrl_swe.bash import BACKGROUND_NOTE
 
 
 def tool(name):
@@ -77,16 +78,17 @@ def _alive(marker: str) -> bool:
     return False
 
 
-async def test_background_processes_die_with_the_trajectory(sandbox, ctx):
+async def test_background_processes_stop_when_the_command_returns(ctx):
     marker = f"skyrl_bg_{uuid.uuid4().hex[:8]}"
-    res = await tool("bash").call({"command": f"(exec -a {marker} sleep 300) > /dev/null 2>&1 & echo spawned"}, ctx)
-    assert "spawned" in res.output
-    await sandbox.close()
-    for _ in range(40):
-        if not _alive(marker):
-            break
-        await asyncio.sleep(0.05)
+    res = await tool("bash").call({"command": f"(exec -a {marker} sleep 300) & echo spawned"}, ctx)
+    assert "spawned" in res.output and BACKGROUND_NOTE in res.output and res.metadata["background_stopped"]
+    await asyncio.sleep(0.2)
     assert not _alive(marker)
+    # the documented way: the server and its client in one command
+    both = await tool("bash").call({"command": "python -m http.server 8765 --bind 127.0.0.1 >/dev/null 2>&1 & "
+                                                "sleep 1; python -c \"import urllib.request as u; "
+                                                "print(u.urlopen('http://127.0.0.1:8765/').status)\""}, ctx)
+    assert "200" in both.output, both.output
 
 
 # -- sandbox isolation -------------------------------------------------------------------------------------------
