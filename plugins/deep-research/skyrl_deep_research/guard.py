@@ -34,7 +34,7 @@ class Blocklist:
         parts = urllib.parse.urlsplit(url.strip())
         if parts.scheme not in ("http", "https") or not parts.hostname:
             return f"'{url}' is not an http(s) URL"
-        return f"'{parts.hostname}' is on the blocklist (leakage guard)"
+        return f"'{parts.hostname.rstrip('.')}' is on the blocklist (leakage guard)"
 
 
 def private_host(url: str) -> bool:

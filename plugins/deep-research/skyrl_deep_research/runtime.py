@@ -8,6 +8,7 @@ Runtime options (``tasks.N.runtime.options``), all optional::
     open_page: {provider: local_web}   # local_web | local | http | jina (+ base_url, api_key, concurrency, retry)
     cache: {path: <sqlite file>, ttl_s: 604800, enabled: true}
     blocklist: [...]              # replaces the default leakage blocklist; extra_blocklist: [...] adds to it
+    allow_hosts: [host:port, ...] # private/loopback addresses open_page may read (a self-hosted reader or wiki)
     summarizer: policy            # or {model: ..., engine: {type: ...}}: any registered engine
     summary_threshold_chars: 4000 # pages longer than this go through the two-stage summary
     chunk_chars: 2000             # chunk size of the summary's first stage
@@ -39,7 +40,7 @@ from .providers import (BlockedError, HttpReader, JinaReader, LocalReader, Local
 
 SEARCH_PROVIDERS = ("local_web", "local", "serper")
 PAGE_PROVIDERS = ("local_web", "local", "http", "jina")
-OPTIONS = {"corpus", "search", "open_page", "cache", "blocklist", "extra_blocklist", "summarizer", "summarize",
+OPTIONS = {"allow_hosts", "corpus", "search", "open_page", "cache", "blocklist", "extra_blocklist", "summarizer", "summarize",
            "summary_threshold_chars", "chunk_chars", "max_page_chars", "judge", "judge_prompt"}
 PROVIDER_OPTIONS = {"provider", "base_url", "api_key", "concurrency", "retry"}
 LOCAL_WEB = "{local_web}"  # stands for the local web's base URL in cached values (its port changes per process)
@@ -94,6 +95,10 @@ class WebRuntime(Runtime):
             self.blocklist = make_blocklist(self.options)
         except ValueError as exc:
             raise WebOptionsError(str(exc)) from None
+        allow = self.options.get("allow_hosts", [])
+        if not (isinstance(allow, list) and all(isinstance(h, str) for h in allow)):
+            raise WebOptionsError(f"runtime option 'allow_hosts' must be a list of host or host:port, got {allow!r}")
+        self.allow_hosts = {h.lower() for h in allow}
         self.corpus_source = str(self.options.get("corpus", "hotpotqa"))
         self.summarize = bool(self.options.get("summarize", True))
         self.summary_threshold = int(self.options.get("summary_threshold_chars", 4000))
@@ -206,10 +211,13 @@ class WebRuntime(Runtime):
 
     def _private(self, url: str) -> bool:
         # the local web itself is the one private address a trajectory may read
+        here = urllib.parse.urlsplit(url.strip())
         if self.local_base:
-            here, there = urllib.parse.urlsplit(url.strip()), urllib.parse.urlsplit(self.local_base)
+            there = urllib.parse.urlsplit(self.local_base)
             if (here.scheme, here.hostname, here.port) == (there.scheme, there.hostname, there.port):
                 return False
+        if (here.hostname or "") in self.allow_hosts or f"{here.hostname}:{here.port}" in self.allow_hosts:
+            return False
         return private_host(url)
 
     def _block_reason(self, url: str) -> str:
