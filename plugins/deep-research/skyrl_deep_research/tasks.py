@@ -17,7 +17,7 @@ from .corpus import CorpusError, hotpotqa_rows
 
 SYSTEM_PROMPT = (
     "You answer questions by researching the web. The answer is not something you know: find it. "
-    "Use `search` with short queries (names, titles) to find pages, `open_page` with a url from the results and "
+    "Use `web_search` with short queries (names, titles) to find pages, `open_page` with a url from the results and "
     "a goal to read one, and call `finish` with a short answer (a name, a date, yes or no) once the pages "
     "support it.")
 
@@ -34,7 +34,7 @@ FEWSHOT_DEMONSTRATION = (
     {"role": "user", "content": "Question: In which town is the media group Constantin Medien based?"},
     {"role": "assistant", "content": "", "tool_calls": [
         {"id": "call_0", "type": "function",
-         "function": {"name": "search", "arguments": json.dumps({"queries": ["Constantin Medien"]})}}]},
+         "function": {"name": "web_search", "arguments": json.dumps({"queries": ["Constantin Medien"]})}}]},
     {"role": "tool", "tool_call_id": "call_0", "content": (
         '## "Constantin Medien"\n1. Constantin Medien - http://127.0.0.1/wiki/Constantin_Medien\n'
         "   Constantin Medien AG (formerly EM.Entertainment and EM.TV & Merchandising AG) is a German media group, "
@@ -86,7 +86,7 @@ def load_qa_jsonl(spec: DataSpec) -> list[Instance]:
     return out
 
 
-TOOLS = ("search", "open_page", "finish")
+TOOLS = ("web_search", "open_page", "finish")
 
 hotpotqa_task = Task(
     name="hotpotqa",

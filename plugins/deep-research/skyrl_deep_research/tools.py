@@ -1,4 +1,5 @@
-"""The ``search`` and ``open_page`` tools. Stateless: everything they touch is the trajectory's ``web`` runtime
+"""The ``web_search`` and ``open_page`` tools (``web_search``, not ``search``: the swe plugin's code search
+holds that name, and both plugins install side by side). Stateless: everything they touch is the trajectory's ``web`` runtime
 (providers, cache, leakage guard, counters). A provider that fails, a blocked URL or a wrong runtime is a tool
 error naming the cause, never an exception out of the agent loop."""
 
@@ -40,7 +41,7 @@ async def run_search(args: dict, ctx: ToolContext) -> ToolResult:
     queries = [queries] if isinstance(queries, str) else list(queries)
     queries = [q.strip() for q in queries if q.strip()]
     if not queries:
-        return ToolResult(output="search needs at least one non-empty query", error=True)
+        return ToolResult(output="web_search needs at least one non-empty query", error=True)
     top_k = int(args.get("top_k", 5))
     answers = await asyncio.gather(*(web.search(q, top_k) for q in queries), return_exceptions=True)
     blocks, errors = [], 0
@@ -57,7 +58,7 @@ async def run_search(args: dict, ctx: ToolContext) -> ToolResult:
 
 
 search_tool = Tool(
-    name="search",
+    name="web_search",
     description="Search the web. Give one or more queries; returns the top results (title, url, snippet) for each.",
     parameters={
         "type": "object",

@@ -123,7 +123,7 @@ def test_the_plugin_registers_through_the_entry_point():
     reset_plugins()
     try:
         reg = get_registry()
-        assert {"search", "open_page"} <= set(reg.names("tools"))
+        assert {"web_search", "open_page"} <= set(reg.names("tools"))
         assert {"hotpotqa", "qa_jsonl"} <= set(reg.names("tasks"))
         assert {"qa_exact_match", "qa_f1", "llm_judge"} <= set(reg.names("verifiers"))
         assert "web" in reg.names("runtimes")
