@@ -12,6 +12,7 @@ Runtime options (``tasks.N.runtime.options``), all optional::
     summarizer: policy            # or {model: ..., engine: {type: ...}}: any registered engine
     summary_threshold_chars: 4000 # pages longer than this go through the two-stage summary
     chunk_chars: 2000             # chunk size of the summary's first stage
+    summary_max_tokens: 192       # tokens per note and for the merged summary
     max_page_chars: 6000          # a page shown without a summary is cut here (summary off: summarize: false)
 
 ``local_web`` serves the corpus on 127.0.0.1 (one server per corpus per process) and talks to it with the
@@ -41,7 +42,7 @@ from .providers import (BlockedError, HttpReader, JinaReader, LocalReader, Local
 SEARCH_PROVIDERS = ("local_web", "local", "serper")
 PAGE_PROVIDERS = ("local_web", "local", "http", "jina")
 OPTIONS = {"allow_hosts", "corpus", "search", "open_page", "cache", "blocklist", "extra_blocklist", "summarizer", "summarize",
-           "summary_threshold_chars", "chunk_chars", "max_page_chars", "judge", "judge_prompt"}
+           "summary_threshold_chars", "summary_max_tokens", "chunk_chars", "max_page_chars", "judge", "judge_prompt"}
 PROVIDER_OPTIONS = {"provider", "base_url", "api_key", "concurrency", "retry"}
 LOCAL_WEB = "{local_web}"  # stands for the local web's base URL in cached values (its port changes per process)
 
@@ -103,6 +104,7 @@ class WebRuntime(Runtime):
         self.summarize = bool(self.options.get("summarize", True))
         self.summary_threshold = int(self.options.get("summary_threshold_chars", 4000))
         self.chunk_chars = int(self.options.get("chunk_chars", 2000))
+        self.summary_max_tokens = int(self.options.get("summary_max_tokens", 192))
         self.max_page_chars = int(self.options.get("max_page_chars", 6000))
         self.metrics: dict[str, float] = {"search_queries": 0, "pages_opened": 0, "cache_hits": 0,
                                           "cache_misses": 0, "cache_saved_s": 0.0, "blocked": 0,
@@ -273,7 +275,8 @@ class WebRuntime(Runtime):
             summariser = await side_engine(self.options.get("summarizer", "policy"), engine, "summarizer")
             result = await self._cached(
                 "summary", f"{normalise_url(url)}|{normalise_query(goal)}",
-                lambda: two_stage_summary(summariser, page["url"], page["title"], text, goal, self.chunk_chars))
+                lambda: two_stage_summary(summariser, page["url"], page["title"], text, goal, self.chunk_chars,
+                                          self.summary_max_tokens))
             self.metrics["summaries"] += 1
             return {"url": page["url"], "title": page["title"], "content": result["summary"], "summarised": True}
         if len(text) > self.max_page_chars:
