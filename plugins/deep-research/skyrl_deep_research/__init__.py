@@ -45,6 +45,13 @@ def register_tasks(register):
 
 
 @hookimpl
+def register_parsers(register):
+    from .parsers import research_codeblock_parser
+
+    register(research_codeblock_parser(), name="research_codeblock")
+
+
+@hookimpl
 def register_commands(register):
     from .cli import app
 

@@ -13,7 +13,7 @@ import logging
 import threading
 import urllib.parse
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import attrs
 
@@ -50,21 +50,32 @@ def path_to_title(path: str) -> str | None:
     return urllib.parse.unquote(path[len("/wiki/"):]).replace("_", " ")
 
 
-def hotpotqa_rows(path: str | Path | None = None) -> list[dict]:
-    """The rows of a HotpotQA distractor JSONL file (the shipped 80 dev rows by default)."""
-    path = Path(path) if path else HOTPOTQA_FILE
+def jsonl_rows(path: str | Path, what: str) -> Iterator[tuple[int, dict]]:
+    """``(line number, object)`` for each non-blank line of a JSONL file. Raises CorpusError naming the file
+    (``what`` it should be) when it is missing, and the line when it is not a JSON object."""
+    path = Path(path)
     if not path.is_file():
-        raise CorpusError(f"HotpotQA file '{path}' does not exist (a JSONL file in the hotpot_qa/distractor layout)")
-    rows = []
+        raise CorpusError(f"{what} '{path}' does not exist")
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
-            row["context"]["title"], row["context"]["sentences"]
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise CorpusError(f"{path}:{n}: not a HotpotQA row with context.title and context.sentences "
-                              f"({type(exc).__name__}: {exc})") from None
+        except json.JSONDecodeError as exc:
+            raise CorpusError(f"{path}:{n}: not JSON ({exc})") from None
+        if not isinstance(row, dict):
+            raise CorpusError(f"{path}:{n}: each line must be a JSON object, got {type(row).__name__}")
+        yield n, row
+
+
+def hotpotqa_rows(path: str | Path | None = None) -> list[dict]:
+    """The rows of a HotpotQA distractor JSONL file (the shipped 80 dev rows by default)."""
+    path = Path(path) if path else HOTPOTQA_FILE
+    rows = []
+    for n, row in jsonl_rows(path, "HotpotQA file (JSONL in the hotpot_qa/distractor layout)"):
+        ctx = row.get("context")
+        if not isinstance(ctx, dict) or not isinstance(ctx.get("title"), list) or not isinstance(ctx.get("sentences"), list):
+            raise CorpusError(f"{path}:{n}: not a HotpotQA row with context.title and context.sentences")
         rows.append(row)
     return rows
 
@@ -84,18 +95,9 @@ def documents_from_hotpotqa(rows: Iterable[dict]) -> list[Document]:
 
 def documents_from_jsonl(path: str | Path) -> list[Document]:
     """Documents from a JSONL file of ``{"title": str, "text": str, "url": str (optional)}`` rows."""
-    path = Path(path)
-    if not path.is_file():
-        raise CorpusError(f"corpus file '{path}' does not exist (JSONL rows with 'title' and 'text')")
     docs = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CorpusError(f"{path}:{n}: not JSON ({exc})") from None
-        if not isinstance(row, dict) or not isinstance(row.get("title"), str) or not isinstance(row.get("text"), str):
+    for n, row in jsonl_rows(path, "corpus file (JSONL rows with 'title' and 'text')"):
+        if not isinstance(row.get("title"), str) or not isinstance(row.get("text"), str):
             raise CorpusError(f"{path}:{n}: each row needs string fields 'title' and 'text'")
         docs.append(Document(title=row["title"], text=row["text"], source_url=str(row.get("url") or "")))
     return docs

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 from skyrl_core import DataSpec, Instance, Task
 
-from .corpus import CorpusError, hotpotqa_rows
+from .corpus import CorpusError, hotpotqa_rows, jsonl_rows
 
 SYSTEM_PROMPT = (
     "You answer questions by researching the web. The answer is not something you know: find it. "
@@ -34,7 +33,7 @@ FEWSHOT_DEMONSTRATION = (
     {"role": "user", "content": "Question: In which town is the media group Constantin Medien based?"},
     {"role": "assistant", "content": "", "tool_calls": [
         {"id": "call_0", "type": "function",
-         "function": {"name": "web_search", "arguments": json.dumps({"queries": ["Constantin Medien"]})}}]},
+         "function": {"name": "web_search", "arguments": json.dumps({"queries": "Constantin Medien"})}}]},
     {"role": "tool", "tool_call_id": "call_0", "content": (
         '## "Constantin Medien"\n1. Constantin Medien - http://127.0.0.1/wiki/Constantin_Medien\n'
         "   Constantin Medien AG (formerly EM.Entertainment and EM.TV & Merchandising AG) is a German media group, "
@@ -46,10 +45,18 @@ FEWSHOT_DEMONSTRATION = (
 )
 
 
+FEWSHOT_ASK = "What should I search for?"
+
+
 def build_instructions_fewshot(instance: Instance, task: Task) -> list[dict]:
-    """The system message, one worked example (search, then finish with a short answer) and the question."""
-    return [{"role": "system", "content": SYSTEM_PROMPT}, *copy.deepcopy(FEWSHOT_DEMONSTRATION),
-            {"role": "user", "content": f"Question: {instance.data['question']}"}]
+    """The system message, one worked example (search, then finish with a short answer) and the question, each
+    question followed by "What should I search for?". Measured on SmolLM2-135M (greedy, the first 8 questions,
+    ``parser: research_codeblock``): without that line 0/8 first replies search (the model answers from memory,
+    or jumps to the example's last step); with it 8/8 do."""
+    demo = copy.deepcopy(FEWSHOT_DEMONSTRATION)
+    demo[0]["content"] += f"\n{FEWSHOT_ASK}"
+    return [{"role": "system", "content": SYSTEM_PROMPT}, *demo,
+            {"role": "user", "content": f"Question: {instance.data['question']}\n{FEWSHOT_ASK}"}]
 
 
 def load_hotpotqa(spec: DataSpec) -> list[Instance]:
@@ -66,21 +73,12 @@ def load_qa_jsonl(spec: DataSpec) -> list[Instance]:
     is accepted for ``answer``). Raises CorpusError naming the file and line of a bad row."""
     if not spec.path:
         raise CorpusError("task qa_jsonl needs data.path: a JSONL file of {question, answer} rows")
-    path = Path(spec.path)
-    if not path.is_file():
-        raise CorpusError(f"qa_jsonl: '{path}' does not exist")
     out = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CorpusError(f"{path}:{n}: not JSON ({exc})") from None
-        answers = row.get("answers", row.get("answer")) if isinstance(row, dict) else None
+    for n, row in jsonl_rows(spec.path, "qa_jsonl file"):
+        answers = row.get("answers", row.get("answer"))
         answers = [answers] if isinstance(answers, str) else answers
-        if not isinstance(row.get("question"), str) or not answers or not all(isinstance(a, str) for a in answers):
-            raise CorpusError(f"{path}:{n}: each row needs a string 'question' and an 'answer' (string or list of "
+        if not isinstance(row.get("question"), str) or not isinstance(answers, list) or not answers or not all(isinstance(a, str) for a in answers):
+            raise CorpusError(f"{spec.path}:{n}: each row needs a string 'question' and an 'answer' (string or list of "
                               "strings)")
         out.append(Instance(id=str(row.get("id", n)), data={"question": row["question"], "answers": list(answers)}))
     return out

@@ -38,10 +38,13 @@ async def run_search(args: dict, ctx: ToolContext) -> ToolResult:
     if isinstance(web, ToolResult):
         return web
     queries = args["queries"]
-    queries = [queries] if isinstance(queries, str) else list(queries)
+    # a string holds one query per line (how a fenced ```search block with several lines arrives)
+    queries = queries.splitlines() if isinstance(queries, str) else list(queries)
     queries = [q.strip() for q in queries if q.strip()]
     if not queries:
         return ToolResult(output="web_search needs at least one non-empty query", error=True)
+    if len(queries) > MAX_QUERIES:
+        return ToolResult(output=f"web_search takes at most {MAX_QUERIES} queries, got {len(queries)}", error=True)
     top_k = int(args.get("top_k", 5))
     answers = await asyncio.gather(*(web.search(q, top_k) for q in queries), return_exceptions=True)
     blocks, errors = [], 0

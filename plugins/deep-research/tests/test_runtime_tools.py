@@ -164,3 +164,19 @@ async def test_search_schema_refuses_oversized_arguments():
         search_tool.validate({"queries": ["a"], "top_k": 1000})
     with pytest.raises(ToolArgumentsError, match="queries"):
         search_tool.validate({"queries": ["q"] * 50})
+
+
+async def test_research_codeblock_fences_are_the_research_tools(cache_path):
+    from skyrl_deep_research.parsers import research_codeblock_parser
+
+    parser = research_codeblock_parser()
+    calls = parser.parse("Let me look.\n```search\nPete Doherty\nJonny Craig\n```\n").calls
+    assert [(c.name, c.arguments) for c in calls] == [("web_search", {"queries": "Pete Doherty\nJonny Craig"})]
+    rt = await started(search="local", open_page="local", cache={"path": str(cache_path)})
+    out = await search_tool.call(calls[0].arguments, ToolContext(runtime=rt))
+    assert out.output.startswith('## "Pete Doherty"\n1.') and '\n\n## "Jonny Craig"\n1. Jonny Craig' in out.output
+    assert rt.metrics["search_queries"] == 2
+    assert parser.parse("```answer\nIsmaning\n```").calls[0].arguments == {"answer": "Ismaning"}
+    assert parser.parse("```open\nhttps://en.wikipedia.org/wiki/Pete_Doherty\n```").calls[0].name == "open_page"
+    many = await search_tool.call({"queries": "\n".join(["q"] * 6)}, ToolContext(runtime=rt))
+    assert many.error and "at most 5 queries, got 6" in many.output

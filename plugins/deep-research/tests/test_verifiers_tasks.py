@@ -97,7 +97,7 @@ def test_hotpotqa_task_loads_the_shipped_rows():
     assert first["answers"] == ["Gesellschaft mit beschränkter Haftung"]
     assert first["gold_titles"] == ["Gesellschaft mit beschränkter Haftung", "VIVA Media"]
     messages = build_instructions_fewshot(instances[0], hotpotqa_task)
-    assert messages[-1] == {"role": "user", "content": f"Question: {first['question']}"}
+    assert messages[-1] == {"role": "user", "content": f"Question: {first['question']}\nWhat should I search for?"}
     # the paragraphs are on the web, not in the prompt
     assert "GmbH (until 2004" not in json.dumps(messages)
 
