@@ -85,13 +85,18 @@ def test_eval_of_10_questions_on_the_local_web_then_curate(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["n_trajectories"] == 10 and "tool_calls_per_trajectory" in metrics
+    # the research_codeblock parser and the few-shot builder make the 135M model search (measured: 10 of 10)
+    assert metrics["tool_calls"].get("web_search", 0) >= 5
     traj_metrics = metrics["trajectory_metrics"]
     assert {"em", "f1", "answered", "cache_hits", "cache_misses", "search_queries", "blocked"} <= set(traj_metrics)
     assert 0.0 <= traj_metrics["f1"] <= 1.0 and traj_metrics["em"] == pytest.approx(metrics["reward_mean"])
     rows = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
-    lookups = sum(r["metrics"].get("cache_hits", 0) + r["metrics"].get("cache_misses", 0) for r in rows)
-    searches = sum(r["tool_calls"].get("web_search", 0) for r in rows)
-    assert lookups >= searches  # every search call looks each of its queries up in the cache
+    for r in rows:
+        m = r["metrics"]
+        lookups = m["cache_hits"] + m["cache_misses"]
+        assert lookups >= m["search_queries"]  # every query searched is looked up in the cache first
+        assert ("cache_hit_rate" in m) == (lookups > 0)
+        assert m["search_queries"] <= 5 * r["tool_calls"].get("web_search", 0)
 
     curated = tmp_path / "curated.jsonl"
     proc = _skyrl("curate", "examples/deep-research.yaml", "eval_data.limit=10", "--from-eval", str(out),
