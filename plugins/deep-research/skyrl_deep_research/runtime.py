@@ -254,6 +254,8 @@ class WebRuntime(Runtime):
         if self._blocked(url):
             self.metrics["blocked"] += 1
             raise BlockedError(url, self._block_reason(url))
+        if self.page_options["provider"] == "local_web":
+            url = self._on_local_web(url)
 
         async def fetch():
             page = await self.reader.open(url, self)
@@ -282,6 +284,19 @@ class WebRuntime(Runtime):
         if len(text) > self.max_page_chars:
             text = text[: self.max_page_chars] + f"\n[... page cut at {self.max_page_chars} of {len(text)} characters]"
         return {"url": page["url"], "title": page["title"], "content": text, "summarised": False}
+
+    def _on_local_web(self, url: str) -> str:
+        """Offline, the local web is the whole web: a ``/wiki/<Title>`` URL of any host (the Wikipedia URL a model
+        remembers) opens the local copy; any other URL is a ProviderError saying so (counted)."""
+        here = urllib.parse.urlsplit(url.strip())
+        there = urllib.parse.urlsplit(self.local_base or "")
+        if (here.hostname, here.port) == (there.hostname, there.port):
+            return url
+        if here.path.startswith("/wiki/"):
+            return self.local_base + here.path
+        self.metrics["provider_errors"] += 1
+        raise ProviderError("local_web", f"offline: only the local web at {self.local_base} is reachable "
+                                         f"(its /wiki/<Title> pages); open a url from web_search results")
 
     def trajectory_metrics(self) -> dict[str, float]:
         """The counters plus ``cache_hit_rate`` (hits / lookups; absent when nothing was looked up)."""

@@ -180,3 +180,13 @@ async def test_research_codeblock_fences_are_the_research_tools(cache_path):
     assert parser.parse("```open\nhttps://en.wikipedia.org/wiki/Pete_Doherty\n```").calls[0].name == "open_page"
     many = await search_tool.call({"queries": "\n".join(["q"] * 6)}, ToolContext(runtime=rt))
     assert many.error and "at most 5 queries, got 6" in many.output
+
+
+async def test_offline_the_local_web_is_the_whole_web(cache_path):
+    rt = await started(cache={"path": str(cache_path)})
+    ctx = ToolContext(runtime=rt)
+    remembered = await open_page_tool.call({"url": "https://en.wikipedia.org/wiki/Jonny_Craig"}, ctx)
+    assert not remembered.error and remembered.output.endswith(f"[source: {rt.local_base}/wiki/Jonny_Craig]")
+    elsewhere = await open_page_tool.call({"url": "https://example.org/news"}, ctx)
+    assert elsewhere.error and "local_web: offline: only the local web at http://127.0.0.1:" in elsewhere.output
+    assert rt.metrics["provider_errors"] == 1 and rt.metrics["pages_opened"] == 1
