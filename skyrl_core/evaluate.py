@@ -36,7 +36,7 @@ def eval_metrics(trajectories: Sequence[Trajectory], wall_s: float, dispatch: di
     """Summary of an eval: ``pass@1`` and ``pass@k`` (k = samples per instance, and powers of two below it),
     ``reward_mean``, ``mean_turns``, ``finish_reasons`` (counts), ``tool_calls`` (calls per tool),
     ``tokens_in``/``tokens_out`` (prompt tokens sent / tokens generated, summed over LLM calls), ``masked``
-    (fraction loss-masked), ``wall_s`` (seconds, including engine start-up in ``run_eval``) and the
+    (fraction loss-masked), ``trajectory_metrics`` (:func:`trajectory_metric_means`), ``wall_s`` (seconds, including engine start-up in ``run_eval``) and the
     dispatcher's metrics under ``dispatch``."""
     groups: dict[str, list[Trajectory]] = defaultdict(list)
     for t in trajectories:
@@ -63,12 +63,29 @@ def eval_metrics(trajectories: Sequence[Trajectory], wall_s: float, dispatch: di
         "masked": sum(t.masked for t in trajectories) / n,
         "wall_s": wall_s,
     })
+    means = trajectory_metric_means(trajectories)
+    if means:
+        metrics["trajectory_metrics"] = means
     errors = Counter(t.error.split(":")[0] for t in trajectories if t.error)
     if errors:
         metrics["errors"] = dict(errors.most_common(10))
     if dispatch:
         metrics["dispatch"] = {k: v for k, v in dispatch.items() if k != "timeline"}
     return metrics
+
+
+def trajectory_metric_means(trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    """The mean of each numeric per-trajectory metric a verifier recorded (``em``, ``f1``, cache hits, ...),
+    over the trajectories that have it; booleans count as 0/1, strings and other values are skipped."""
+    sums: dict[str, float] = defaultdict(float)
+    counts: Counter = Counter()
+    for t in trajectories:
+        for key, value in (t.metrics or {}).items():
+            # the dispatcher's scheduling priority is not a verifier's measurement
+            if key != "priority" and isinstance(value, (int, float)) and math.isfinite(value):
+                sums[key] += float(value)
+                counts[key] += 1
+    return {key: sums[key] / counts[key] for key in sorted(sums)}
 
 
 PATCH_METRIC = "model_patch"  # a verifier that produces a patch records it under this metrics key

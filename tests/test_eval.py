@@ -55,6 +55,17 @@ def test_eval_metrics_counts():
     assert m["dispatch"] == {"n_ok": 4}  # the timeline is left out
 
 
+def test_eval_metrics_averages_numeric_trajectory_metrics():
+    trajs = [_traj("a", 0, 1.0, "finished", {}), _traj("a", 1, 0.0, "finished", {}), _traj("b", 0, 0.0, "finished", {})]
+    trajs[0].metrics = {"em": 1.0, "f1": 1.0, "cache_hits": 2, "priority": 9.0, "model_patch": "diff"}
+    trajs[1].metrics = {"em": 0.0, "f1": 0.5, "cache_hits": 0, "ok": True}
+    trajs[2].metrics = {"f1": float("nan")}
+    means = eval_metrics(trajs, wall_s=1.0)["trajectory_metrics"]
+    # each key over the trajectories that have a finite number for it; strings and the dispatcher's priority skipped
+    assert means == {"cache_hits": 1.0, "em": 0.5, "f1": 0.75, "ok": 1.0}
+    assert "trajectory_metrics" not in eval_metrics(TRAJS, wall_s=1.0)
+
+
 def test_written_files(tmp_path):
     m = eval_metrics(TRAJS, wall_s=1.0)
     paths = write_outputs(tmp_path, TRAJS, m, html_limit=3)
