@@ -50,7 +50,7 @@ def final_message(question: str, memory: str, total: int, note: str = "") -> str
 
 
 def system_message(instance: Instance) -> dict:
-    return {"role": "system", "content": instance.data.get("system_prompt") or SYSTEM_PROMPT}
+    return {"role": "system", "content": SYSTEM_PROMPT}
 
 
 async def build_memagent_instructions(instance: Instance, task: Any = None) -> list[dict]:

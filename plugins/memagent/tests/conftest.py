@@ -24,14 +24,3 @@ def rows():
 
     return read_rows()
 
-
-@pytest.fixture
-def one_torch_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
