@@ -1,0 +1,42 @@
+"""skyrl-memagent: MemAgent (Yu et al. 2025, arXiv 2507.02259) — read documents far longer than the context chunk
+by chunk, with a ``next(memory)`` tool that rewrites the agent's own context; RULER-HotpotQA tasks built from
+HotpotQA; exact-match, F1 and LLM-judge verifiers. Hook implementations only."""
+
+from skyrl_core import hookimpl
+
+
+@hookimpl
+def register_tools(register):
+    from .tools import next_tool
+
+    register(next_tool)
+
+
+@hookimpl
+def register_instruction_builders(register):
+    from .tasks import build_memagent_instructions
+
+    register(build_memagent_instructions, name="memagent")
+
+
+@hookimpl
+def register_verifiers(register):
+    from .verifiers import hotpotqa_em, hotpotqa_f1, hotpotqa_judge
+
+    register(hotpotqa_em, name="hotpotqa_em")
+    register(hotpotqa_f1, name="hotpotqa_f1")
+    register(hotpotqa_judge, name="hotpotqa_judge")
+
+
+@hookimpl
+def register_tasks(register):
+    from .tasks import memagent_hotpotqa_task
+
+    register(memagent_hotpotqa_task)
+
+
+@hookimpl
+def register_inference_engines(register):
+    from .oracle import oracle_engine
+
+    register(oracle_engine, name="memagent_oracle")
