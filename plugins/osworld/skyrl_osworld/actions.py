@@ -74,7 +74,7 @@ class Action:
     names for press/hotkey, ``message`` a str or a tuple of key names for typewrite)."""
 
     name: str
-    args: dict[str, Any] = attrs.field(factory=dict, eq=False)
+    args: dict[str, Any] = attrs.field(factory=dict, hash=False)
 
     @property
     def special(self) -> bool:
@@ -126,7 +126,7 @@ def parse_pyautogui(code: str) -> list[Action]:
                                                 for a in stmt.names):
             continue
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Name) and stmt.value.id in SPECIAL:
-            actions.append(Action(stmt.value.id))
+            actions.append(make_action(stmt.value.id))
             continue
         if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
             raise _refuse(f"line {stmt.lineno} is a {type(stmt).__name__} statement ({ast.unparse(stmt)[:80]!r})")
@@ -180,7 +180,7 @@ def make_action(name: str, args: list[Any] | tuple = (), kwargs: dict[str, Any] 
     # pyautogui.click((x, y)) passes a point as the first argument
     if isinstance(bound.get("x"), (list, tuple)) and len(bound["x"]) == 2 and bound.get("y") is None:
         bound["x"], bound["y"] = bound["x"]
-    return Action(name, _validate(name, bound))
+    return Action("typewrite" if name == "write" else name, _validate(name, bound))
 
 
 def _number(value: Any, what: str) -> float:
@@ -244,7 +244,6 @@ def _validate(name: str, a: dict[str, Any]) -> dict[str, Any]:
             out["message"] = _keys(list(message), name)
         else:
             raise _refuse(f"{name} needs a message string (or a list of key names), got {message!r}")
-        name = "typewrite"
     elif name == "press":
         keys = a.get("keys")
         presses = a.get("presses", 1)

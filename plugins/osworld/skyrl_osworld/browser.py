@@ -77,6 +77,11 @@ class _Lease:
         self.page = page
         self.browser = browser
         self.cdp: Any = None
+        self.crashed = False
+        page.on("crash", self._on_crash)
+
+    def _on_crash(self, *_: Any) -> None:
+        self.crashed = True
 
 
 class BrowserPool:
@@ -95,11 +100,16 @@ class BrowserPool:
         self.launches = 0
         self.pages_created = 0
 
-    @property
-    def pid(self) -> int | None:
-        """The browser process id (for tests that kill it), or None before launch."""
-        proc = getattr(getattr(self._browser, "_impl_obj", None), "_browser_process", None)
-        return getattr(proc, "pid", None) if proc else None
+    async def browser_pid(self) -> int | None:
+        """The browser process id (CDP SystemInfo), or None before launch or after it died."""
+        if self._browser is None or not self._browser.is_connected():
+            return None
+        session = await self._browser.new_browser_cdp_session()
+        try:
+            info = await session.send("SystemInfo.getProcessInfo")
+        finally:
+            await session.detach()
+        return next((p["id"] for p in info.get("processInfo", []) if p.get("type") == "browser"), None)
 
     async def _ensure_browser(self) -> Any:
         async with self._lock:
@@ -125,7 +135,7 @@ class BrowserPool:
         lease = None
         while self._idle:
             cand = self._idle.pop()
-            if cand.browser is browser and not cand.page.is_closed():
+            if cand.browser is browser and not cand.page.is_closed() and not cand.crashed:
                 lease = cand
                 break
         if lease is None:
@@ -148,33 +158,39 @@ class BrowserPool:
         try:
             if lease.browser is not self._browser or not lease.browser.is_connected() or lease.page.is_closed():
                 return
-            await lease.page.goto("about:blank")
-            await lease.context.clear_cookies()
+            if lease.crashed:  # its renderer is gone: drop the context, never lend the page again
+                await _bounded(lease.context.close())
+                return
+            await asyncio.wait_for(lease.page.goto("about:blank"), RELEASE_TIMEOUT_S)
+            await asyncio.wait_for(lease.context.clear_cookies(), RELEASE_TIMEOUT_S)
             if len(self._idle) < self.peak_in_use:
                 self._idle.append(lease)
                 return
-            await lease.context.close()
+            await _bounded(lease.context.close())
         except Exception as exc:  # a page that cannot be reset is dropped
             log.info("browser page not reusable (%s: %s); dropped", type(exc).__name__, exc)
-            try:
-                await lease.context.close()
-            except Exception:
-                pass
+            await _bounded(lease.context.close())
 
     async def close(self) -> None:
         """Close the browser and the Playwright driver. Safe to call twice."""
         self._idle.clear()
-        try:
-            if self._browser is not None:
-                await self._browser.close()
-        except Exception:
-            pass
-        try:
-            if self._pw is not None:
-                await self._pw.stop()
-        except Exception:
-            pass
+        if self._browser is not None:
+            await _bounded(self._browser.close())
+        if self._pw is not None:
+            await _bounded(self._pw.stop())
         self._browser = self._pw = None
+
+
+RELEASE_TIMEOUT_S = 10.0
+
+
+async def _bounded(awaitable: Any, timeout_s: float = RELEASE_TIMEOUT_S) -> None:
+    """Await a clean-up step for at most ``timeout_s`` seconds, swallowing its failure: a dead browser's
+    channels may never answer, and release must not hang."""
+    try:
+        await asyncio.wait_for(awaitable, timeout_s)
+    except Exception as exc:
+        log.debug("clean-up step failed: %s: %s", type(exc).__name__, exc)
 
 
 _POOLS: dict[tuple, BrowserPool] = {}
@@ -264,6 +280,9 @@ class BrowserRuntime(Runtime):
             raise RuntimeDied(self.dead)
         if self.lease is None or not self.lease.browser.is_connected() or self.lease.page.is_closed():
             self.dead = "the browser process exited (killed or crashed)"
+            raise RuntimeDied(self.dead)
+        if self.lease.crashed:
+            self.dead = "the page's renderer process crashed"
             raise RuntimeDied(self.dead)
 
     async def evaluate(self, script: str) -> Any:
@@ -376,10 +395,8 @@ class BrowserRuntime(Runtime):
         if self.lease is not None and self.pool is not None:
             lease, self.lease = self.lease, None
             if lease.cdp is not None:
-                try:
-                    await lease.cdp.detach()
-                except Exception:
-                    pass
+                if not lease.crashed:  # a crashed page's session never answers
+                    await _bounded(lease.cdp.detach())
                 lease.cdp = None
             await self.pool.release(lease)
 
