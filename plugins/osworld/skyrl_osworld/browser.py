@@ -242,6 +242,7 @@ class BrowserRuntime(Runtime):
         self.pool: BrowserPool | None = None
         self.lease: _Lease | None = None
         self.pointer = (0.0, 0.0)
+        self.offset = (0, 0)  # the viewport's top-left in screen pixels (the xvfb runtime's window chrome)
         self.status: str | None = None   # DONE / FAIL once the agent said so
         self.dead: str | None = None     # why the browser went away, once it did
         self.actions_run = 0
@@ -375,7 +376,7 @@ class BrowserRuntime(Runtime):
                 lease.cdp = await lease.context.new_cdp_session(lease.page)
             tree = await lease.cdp.send("Accessibility.getFullAXTree")
             snap = await lease.cdp.send("DOMSnapshot.captureSnapshot", {"computedStyles": []})
-            text = ax_text(tree.get("nodes", []), layout_boxes(snap), self.width, self.height)
+            text = ax_text(tree.get("nodes", []), layout_boxes(snap), self.width, self.height, self.offset)
             png = await lease.page.screenshot(type="png") if screenshot else None
             return Observation(text=text, screenshot=png, width=self.width, height=self.height,
                                url=lease.page.url, title=await lease.page.title())

@@ -61,9 +61,10 @@ def _value(field: Any) -> Any:
 
 
 def ax_text(nodes: list[dict], boxes: dict[int, tuple[float, float, float, float]], width: int,
-            height: int) -> str:
+            height: int, offset: tuple[int, int] = (0, 0)) -> str:
     """The indented text view of a CDP full AX tree ``nodes``, keeping nodes whose box meets the viewport
-    (``width`` x ``height`` pixels). Lines are ``[n] role "name" [value=".."] [states] @(cx,cy) WxH``."""
+    (``width`` x ``height`` pixels). Lines are ``[n] role "name" [value=".."] [states] @(cx,cy) WxH``; centres
+    are shifted by ``offset`` (the viewport's top-left on the screen, where the screen is more than the page)."""
     by_id = {n["nodeId"]: n for n in nodes}
     children = {n["nodeId"]: n.get("childIds", []) for n in nodes}
     roots = [n for n in nodes if not n.get("parentId")] or nodes[:1]
@@ -94,7 +95,7 @@ def ax_text(nodes: list[dict], boxes: dict[int, tuple[float, float, float, float
                         v = _value(prop.get("value"))
                         if v not in (False, None, "false"):
                             parts.append(prop["name"] if v in (True, "true") else f"{prop['name']}={v}")
-                cx, cy = round(box[0] + box[2] / 2), round(box[1] + box[3] / 2)
+                cx, cy = round(box[0] + box[2] / 2) + offset[0], round(box[1] + box[3] / 2) + offset[1]
                 parts.append(f"@({cx},{cy}) {round(box[2])}x{round(box[3])}")
                 lines.append("  " * depth + " ".join(parts))
                 shown = True

@@ -2,8 +2,8 @@
 closest local stand-in for an OSWorld desktop (real X events, a real screen grab).
 
 Per trajectory: ``Xvfb :N`` (a free display number, ``-nolisten tcp``, an empty ``XAUTHORITY`` file because
-python-xlib insists on one), a Chromium in kiosk mode filling the screen (so page coordinates are screen
-coordinates), and a pyautogui worker process bound to that display (:mod:`.pyautogui_worker`): pyautogui keeps
+python-xlib insists on one), a headed Chromium window filling the screen (the text view's centres are shifted by
+the window's toolbar, so they are screen coordinates, as on a real desktop), and a pyautogui worker process bound to that display (:mod:`.pyautogui_worker`): pyautogui keeps
 one display per process, and the worker receives only the parsed, validated actions as JSON. Screenshots are
 ``PIL.ImageGrab.grab(xdisplay=":N")``; the text view is the page's accessibility tree, as in the browser
 runtime. Needs ``apt-get install xvfb`` and ``pip install 'skyrl-osworld[xvfb]'``.
@@ -76,19 +76,37 @@ class XvfbRuntime(BrowserRuntime):
         self._pw = await async_playwright().start()
         browser = await self._pw.chromium.launch(
             executable_path=exe, headless=False, env=env,
-            args=[*CHROMIUM_FLAGS, "--kiosk", "--window-position=0,0", f"--window-size={self.width},{self.height}"])
-        context = await browser.new_context(no_viewport=True, device_scale_factor=1)
+            args=[*CHROMIUM_FLAGS, "--force-device-scale-factor=1", "--window-position=0,0",
+                  f"--window-size={self.width},{self.height}"])
+        context = await browser.new_context(no_viewport=True)
         page = await context.new_page()
         self.lease = _Lease(context, page, browser)
         self._worker = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "skyrl_osworld.pyautogui_worker", env=env, stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
-        ready = await asyncio.wait_for(self._worker.stdout.readline(), 30)
-        if not ready.startswith(b"ready"):
-            raise RuntimeError(f"pyautogui worker on {self.display} did not start: {ready[:200]!r}")
+        ready = await self._read_line(lambda line: line.startswith(b"ready"), 60)
+        if ready is None:
+            raise RuntimeError(f"pyautogui worker on {self.display} did not start")
+
+    async def _read_line(self, wanted: Any, timeout_s: float) -> bytes | None:
+        """The worker's next line that ``wanted`` accepts (python-xlib prints warnings on stdout too)."""
+        async def read() -> bytes | None:
+            while True:
+                line = await self._worker.stdout.readline()
+                if not line:
+                    return None
+                if wanted(line):
+                    return line
+
+        return await asyncio.wait_for(read(), timeout_s)
 
     async def goto(self, url: str, width: int | None = None, height: int | None = None) -> None:
         await self.page.goto(url, wait_until="load")  # the screen, not the task, sets the size here
+        # the page sits below the window's tab strip and toolbar: the view gives screen pixels, as clicks need
+        x, y, chrome_w, chrome_h = await self.page.evaluate(
+            "() => [window.screenX, window.screenY, window.outerWidth - window.innerWidth, "
+            "window.outerHeight - window.innerHeight]")
+        self.offset = (int(x + chrome_w // 2), int(y + chrome_h))
 
     async def act(self, actions: list[Action]) -> None:
         self._check_alive()
@@ -101,7 +119,8 @@ class XvfbRuntime(BrowserRuntime):
                 continue
             self._worker.stdin.write((json.dumps(attrs.asdict(act)) + "\n").encode())
             await self._worker.stdin.drain()
-            reply = json.loads(await asyncio.wait_for(self._worker.stdout.readline(), 30) or b'{"error": "worker gone"}')
+            line = await self._read_line(lambda text: text.startswith(b"{"), 60)
+            reply = json.loads(line) if line else {"error": "the worker exited"}
             if reply.get("error"):
                 raise RuntimeError(f"pyautogui: {reply['error']}")
             self.actions_run += 1
