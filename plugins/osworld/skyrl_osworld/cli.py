@@ -20,7 +20,11 @@ def per_task_success(trajectories_jsonl: Path) -> dict[str, dict[str, float]]:
         if line.strip():
             t = json.loads(line)
             m = t.get("metrics") or {}
-            rows[str(m.get("miniwob_task") or m.get("osworld_task") or t.get("task"))].append(t)
+            # an instance id is "<task type>/<seed>" for MiniWoB++ (the verifier may not have run: a timeout)
+            kind = m.get("miniwob_task") or m.get("osworld_task")
+            if not kind and t.get("task") == "miniwob":
+                kind = str(t.get("instance_id", "")).split("/")[0]
+            rows[str(kind or t.get("task"))].append(t)
     out = {}
     for name in sorted(rows):
         ts = rows[name]
