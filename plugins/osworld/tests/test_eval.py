@@ -59,7 +59,7 @@ async def test_one_train_step_with_smollm2_on_text_observations(pools, tmp_path)
     try:
         cfg = load_config(EXAMPLE, ["train.steps=1", "train.batch_size=2", "sampling.n_samples=2",
                                     "agent.max_turns=1", "sampling.max_tokens=24", "sampling.seed=0",
-                                    "runtime.options.observation_tokens=256"])
+                                    "tasks.0.runtime.options.observation_tokens=256"])
         summary = await TrainRun(cfg, tmp_path).run()
     finally:
         torch.set_num_threads(threads)
