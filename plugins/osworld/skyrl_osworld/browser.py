@@ -214,7 +214,17 @@ async def close_pools() -> None:
         await _POOLS.pop(key).close()
 
 
-class BrowserRuntime(Runtime):
+class DesktopRuntime(Runtime):
+    """A runtime acted on through ``act(actions)`` / ``observe()``, never through shell commands."""
+
+    async def exec(self, command: str | list[str], timeout_s: float = 30.0, stdin: str | None = None,
+                   env: dict[str, str] | None = None) -> ExecResult:
+        """Runs nothing: desktop runtimes take mouse and keyboard actions only (osworld_action)."""
+        return ExecResult(exit_code=None, output=f"the {self.name} runtime runs no commands; act through "
+                                                  f"osworld_action")
+
+
+class BrowserRuntime(DesktopRuntime):
     """``runtime: {type: browser, options: {...}}``: a Chromium page for one trajectory.
 
     Options: ``chromium`` (binary path), ``width``/``height`` (viewport in pixels; MiniWoB++ instances set
@@ -383,11 +393,6 @@ class BrowserRuntime(Runtime):
         except Exception as exc:
             self._check_alive()
             raise RuntimeError(f"observation failed: {type(exc).__name__}: {exc}") from exc
-
-    async def exec(self, command: str | list[str], timeout_s: float = 30.0, stdin: str | None = None,
-                   env: dict[str, str] | None = None) -> ExecResult:
-        return ExecResult(exit_code=None, output="the browser runtime runs no commands; act through "
-                                                  "osworld_action")
 
     async def close(self) -> None:
         if self.closed:

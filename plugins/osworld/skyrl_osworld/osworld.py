@@ -24,10 +24,11 @@ from typing import Any
 import jsonschema
 
 from skyrl_core.errors import ConfigError
-from skyrl_core.runtime import ExecResult, Runtime, RuntimeSpec
+from skyrl_core.runtime import RuntimeSpec
 from skyrl_core.tasks import DataSpec, Instance, Task
 
 from .actions import Action, to_pyautogui
+from .browser import DesktopRuntime
 from .observation import Observation
 
 _STEP = {"type": "object", "required": ["type"],
@@ -146,7 +147,7 @@ def linearize_a11y(xml_text: str | None, width: int, height: int) -> str:
     return "\n".join(lines)
 
 
-class OSWorldRuntime(Runtime):
+class OSWorldRuntime(DesktopRuntime):
     """``runtime: {type: osworld, options: {servers: [http://127.0.0.1:5050, ...], pause_s: 0.5,
     screen: [1920, 1080], request_timeout_s: 600}}``: one DesktopEnv per trajectory through its bridge."""
 
@@ -245,11 +246,6 @@ class OSWorldRuntime(Runtime):
     async def evaluate_task(self) -> float:
         """DesktopEnv.evaluate() for the task this desktop was reset to."""
         return float((await self._post("/evaluate", {}))["reward"])
-
-    async def exec(self, command: str | list[str], timeout_s: float = 30.0, stdin: str | None = None,
-                   env: dict[str, str] | None = None) -> ExecResult:
-        return ExecResult(exit_code=None, output="the osworld runtime runs no host commands; act through "
-                                                  "osworld_action")
 
     async def close(self) -> None:
         if self.closed:

@@ -98,6 +98,8 @@ async def test_a_disallowed_call_is_refused_and_runs_nothing(pools, tmp_path):
             assert result.error and not result.finish
             assert result.output.startswith("Refused, nothing was run")
             assert "pyautogui.click(...)" in result.output and "WAIT, DONE and FAIL" in result.output
+        ran = await rt.exec(f"touch {marker}")            # the runtime has no command path at all
+        assert ran.exit_code is None and "runs no commands" in ran.output
         assert not marker.exists()
         assert rt.actions_run == 0                       # the valid first line of a refused call did not run either
         assert (await rt.observe()).text == before

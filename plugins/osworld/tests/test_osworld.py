@@ -87,9 +87,14 @@ def bridge():
         server.server_close()
 
 
-def runtime(url: str) -> OSWorldRuntime:
-    return OSWorldRuntime(RuntimeSpec(type="osworld", options={"servers": [url], "pause_s": 0,
-                                                               "screen": [1920, 1080]}))
+async def started(url: str) -> tuple[OSWorldRuntime, Instance]:
+    """A runtime on the bridge at ``url``, reset to TASK."""
+    inst = Instance(id=TASK["id"], data=TASK)
+    rt = OSWorldRuntime(RuntimeSpec(type="osworld", options={"servers": [url], "pause_s": 0,
+                                                             "screen": [1920, 1080]}))
+    await rt.start()
+    await rt.prepare(inst)
+    return rt, inst
 
 
 def test_schema_accepts_osworld_configs_and_names_the_culprit(tmp_path):
@@ -127,10 +132,7 @@ def test_a11y_xml_becomes_the_text_view():
 
 async def test_an_episode_through_the_bridge_gets_evaluate_s_reward(bridge):
     env, url, _ = bridge
-    inst = Instance(id=TASK["id"], data=TASK)
-    rt = runtime(url)
-    await rt.start()
-    await rt.prepare(inst)
+    rt, inst = await started(url)
     try:
         assert rt.instruction == TASK["instruction"] and '"Save" @(420,275)' in rt.first_view
         ctx = ToolContext(runtime=rt, instance=inst)
@@ -152,10 +154,7 @@ async def test_an_episode_through_the_bridge_gets_evaluate_s_reward(bridge):
 
 async def test_agent_code_never_reaches_the_desktop(bridge, tmp_path):
     env, url, _ = bridge
-    inst = Instance(id=TASK["id"], data=TASK)
-    rt = runtime(url)
-    await rt.start()
-    await rt.prepare(inst)
+    rt, inst = await started(url)
     try:
         for code in ("__import__('os').system('rm -rf ~')", "import subprocess\nsubprocess.run(['id'])",
                      "pyautogui.click(420, 275)\nexec('import os')"):
@@ -170,10 +169,7 @@ async def test_agent_code_never_reaches_the_desktop(bridge, tmp_path):
 
 async def test_a_lost_desktop_ends_only_its_trajectory_as_error_runtime(bridge):
     env, url, server = bridge
-    inst = Instance(id=TASK["id"], data=TASK)
-    rt = runtime(url)
-    await rt.start()
-    await rt.prepare(inst)
+    rt, inst = await started(url)
     server.shutdown()
     server.server_close()
     result = await osworld_action_tool.call({"code": "pyautogui.click(1, 1)"}, ToolContext(runtime=rt))
