@@ -34,7 +34,8 @@ def serve_local(
                                    "Face name for a bundled model, else the directory)."),
     max_lora_adapters: int = typer.Option(4, "--max-lora-adapters", help="Adapters the server holds (>= 2)."),
     max_lora_rank: int = typer.Option(32, "--max-lora-rank", help="Largest LoRA rank a client may ask for."),
-    micro_batch: int = typer.Option(4, "--train-micro-batch-size", help="Sequences per forward/backward pass."),
+    micro_batch: int = typer.Option(2, "--train-micro-batch-size", help="Sequences per forward/backward pass."),
+    loss_chunk: int = typer.Option(256, "--loss-chunk-size", help="Tokens whose logits are computed at once."),
     max_sequences: int = typer.Option(8, "--sample-max-num-sequences", help="Sequences sampled at once."),
     max_rss_mb: int = typer.Option(0, "--max-rss-mb", help="Stop the server past this resident memory (MiB)."),
 ) -> None:
@@ -48,5 +49,6 @@ def serve_local(
     server = LocalTinkerServer(model, workdir.resolve(), venv=venv, port=port, base_model=base_model,
                                max_lora_adapters=max_lora_adapters, max_lora_rank=max_lora_rank,
                                train_micro_batch_size=micro_batch, sample_max_num_sequences=max_sequences,
+                               loss_chunk_size=loss_chunk,
                                max_rss_mb=max_rss_mb)
     main_serve(server)

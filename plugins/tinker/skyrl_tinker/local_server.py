@@ -65,27 +65,30 @@ class LocalTinkerServer:
     ``base_model`` is the name clients use (default: :func:`skyrl_tinker.client.default_base_model`), the
     weights come from the resolved local directory. ``max_lora_adapters`` must be >= 2 (slot 0 is the server's);
     ``max_lora_rank`` bounds the rank a client may ask for; ``train_micro_batch_size`` and
-    ``sample_max_num_sequences`` bound what the JAX backend computes at once (memory); ``max_rss_mb`` caps the
+    ``sample_max_num_sequences`` bound what the JAX backend computes at once and ``loss_chunk_size`` the tokens
+whose [tokens, vocab] logits exist at once (memory: a 49k vocabulary makes these the largest arrays); ``max_rss_mb`` caps the
     server's resident memory (0: no cap). Use as a context manager or call :meth:`start` / :meth:`stop`.
     """
 
     def __init__(self, model: str, workdir: str | os.PathLike, venv: str | os.PathLike | None = None,
                  host: str = "127.0.0.1", port: int = 0, base_model: str | None = None,
-                 max_lora_adapters: int = 4, max_lora_rank: int = 32, train_micro_batch_size: int = 4,
-                 sample_max_num_sequences: int = 8, max_rss_mb: int = 0, startup_timeout_s: float = 300.0) -> None:
+                 max_lora_adapters: int = 4, max_lora_rank: int = 32, train_micro_batch_size: int = 2,
+                 sample_max_num_sequences: int = 8, loss_chunk_size: int = 256, max_rss_mb: int = 0,
+                 startup_timeout_s: float = 300.0) -> None:
         from .client import default_base_model
 
         if max_lora_adapters < 2:
             raise SkyrlError(f"max_lora_adapters must be at least 2 (slot 0 is reserved), got {max_lora_adapters}")
         self.model = model
         self.base_model = base_model or default_base_model(model)
-        self.workdir = Path(workdir)
-        self.venv = Path(venv or default_venv())
+        self.workdir = Path(workdir).absolute()
+        self.venv = Path(venv or default_venv()).absolute()  # the server runs with cwd=workdir
         self.host = host
         self.port = port or free_port()
         self.backend_config = {"max_lora_adapters": max_lora_adapters, "max_lora_rank": max_lora_rank,
                                "train_micro_batch_size": train_micro_batch_size,
-                               "sample_max_num_sequences": sample_max_num_sequences}
+                               "sample_max_num_sequences": sample_max_num_sequences,
+                               "loss_chunk_size": loss_chunk_size}
         self.max_rss_mb = max_rss_mb
         self.startup_timeout_s = startup_timeout_s
         self.proc: subprocess.Popen | None = None

@@ -77,8 +77,8 @@ def local_server(tiny_model_dir, tmp_path_factory):
             pytest.fail(message)
         pytest.skip(message)
     server = LocalTinkerServer(tiny_model_dir, tmp_path_factory.mktemp("tinker-server"), venv=venv,
-                               max_lora_adapters=8, max_lora_rank=8, train_micro_batch_size=8,
-                               sample_max_num_sequences=8, max_rss_mb=4500)
+                               max_lora_adapters=8, max_lora_rank=8, train_micro_batch_size=2,
+                               sample_max_num_sequences=8, loss_chunk_size=256, max_rss_mb=4500)
     server.start()
     saved = {k: os.environ.get(k) for k in server.env()}
     os.environ.update(server.env())

@@ -12,13 +12,15 @@ standard library, the server and psutil. Two roles:
 skyrl 0.4.0 declares Python >= 3.12. On 3.11 its pydantic models fail on ``typing.TypedDict`` (pydantic asks for
 ``typing_extensions.TypedDict`` before 3.12), so both roles swap that name before the server is imported.
 
-``--max-rss-mb N`` (api role, also ``$SKYRL_TINKER_SERVER_MAX_RSS_MB``) is a memory cap: a watchdog thread sums
-the resident memory of the API process and its children each second and, past N MiB, logs the figure and
-ends the whole process group (exit code 137), so a runaway server cannot take a shared CI machine down.
+A watchdog thread sums the resident memory of the API process and its children each second and logs the peak
+at exit ("peak resident memory ..."). ``--max-rss-mb N`` (api role, also ``$SKYRL_TINKER_SERVER_MAX_RSS_MB``)
+makes it a cap: past N MiB it logs the figure and kills the engine and itself (exit code 137), so a runaway
+server cannot take a shared CI machine down.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import sys
@@ -43,6 +45,9 @@ def _engine_command(_parent_cmd: list[str], engine_config) -> list[str]:
     return [sys.executable, os.path.abspath(__file__), "engine", *config_to_argv(engine_config)]
 
 
+PEAK_MB = [0]
+
+
 def _watch_memory(limit_mb: int, interval_s: float = 1.0) -> None:
     import psutil
 
@@ -55,7 +60,8 @@ def _watch_memory(limit_mb: int, interval_s: float = 1.0) -> None:
             except psutil.Error:
                 continue
         mb = total // (1 << 20)
-        if mb > limit_mb:
+        PEAK_MB[0] = max(PEAK_MB[0], mb)
+        if 0 < limit_mb < mb:
             log.error("tinker server uses %d MiB, over its cap of %d MiB: stopping it", mb, limit_mb)
             for child in me.children(recursive=True):
                 try:
@@ -84,8 +90,8 @@ def run_api(argv: list[str]) -> None:
     api._build_uv_run_cmd_engine = _engine_command  # start the engine child with this venv's python
     api.app.state.engine_config = EngineConfig.model_validate(
         {k: v for k, v in vars(args).items() if k in EngineConfig.model_fields})
-    if args.max_rss_mb > 0:
-        threading.Thread(target=_watch_memory, args=(args.max_rss_mb,), daemon=True, name="rss-cap").start()
+    threading.Thread(target=_watch_memory, args=(args.max_rss_mb,), daemon=True, name="rss-watch").start()
+    atexit.register(lambda: log.warning("peak resident memory of the server and its engine: %d MiB", PEAK_MB[0]))
     uvicorn.run(api.app, host=args.host, port=args.port, log_level="warning")
 
 
