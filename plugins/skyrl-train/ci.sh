@@ -25,6 +25,6 @@ rm -f "$constraints"
 echo "skyrl-train venv ready in $((SECONDS - start)) s"
 cd plugins/skyrl-train
 rc=0
-python -m pytest tests -q -ra --timeout 1500 --durations=10 || rc=$?
+python -m pytest tests -q -ra --timeout 2400 --durations=10 || rc=$?
 if [ "$rc" = 5 ]; then echo "no tests collected in plugins/skyrl-train/tests"; exit 1; fi
 exit "$rc"

@@ -9,8 +9,8 @@ Two generations are supported:
   (``skyrl_train/config/ppo_base_config.yaml``). The generator works with it; the launcher does not (see README).
 
 Both declare Python >= 3.12 but run their data path on 3.11, and they pin different rays (2.57.0 and 2.51.1): with
-ray 2.57 installed, :func:`load` re-exports one moved name for 0.3.1 (``_patch_ray_for_0_3``). ``skyrl`` 0.4.0 uses ``typing.TypedDict`` in
-TypedDicts that pydantic validates, which pydantic rejects below 3.12; :func:`load` therefore makes
+ray 2.57 installed, :func:`load` re-exports one moved name for 0.3.1 (``_patch_ray_for_0_3``). ``skyrl`` 0.4.0
+uses ``typing.TypedDict`` in TypedDicts that pydantic validates, which pydantic rejects below 3.12; :func:`load` therefore makes
 ``typing.TypedDict`` the (compatible) ``typing_extensions.TypedDict`` before the first import on Python < 3.12.
 """
 
