@@ -10,8 +10,9 @@ Two generations are supported:
 
 Both declare Python >= 3.12 but run their data path on 3.11, and they pin different rays (2.57.0 and 2.51.1): with
 ray 2.57 installed, :func:`load` re-exports one moved name for 0.3.1 (``_patch_ray_for_0_3``). ``skyrl`` 0.4.0
-uses ``typing.TypedDict`` in TypedDicts that pydantic validates, which pydantic rejects below 3.12; :func:`load` therefore makes
-``typing.TypedDict`` the (compatible) ``typing_extensions.TypedDict`` before the first import on Python < 3.12.
+uses ``typing.TypedDict`` in TypedDicts that pydantic validates, which pydantic rejects below 3.12; :func:`load`
+therefore makes ``typing.TypedDict`` the (compatible) ``typing_extensions.TypedDict`` before the first import on
+Python < 3.12.
 """
 
 from __future__ import annotations
