@@ -78,6 +78,14 @@ def default_output(config_path: str) -> Path:
     return Path("runs") / Path(config_path).stem
 
 
+def backend_launcher(cfg):
+    """The ``launch(config, *, output, resume)`` attribute of the configured backend's factory, or None. A
+    backend whose trainer owns the loop (rollouts included) has one; ``skyrl train`` then hands it the run."""
+    from ..plugins import get_registry
+
+    return getattr(get_registry().get("backends", cfg.backend.type), "launch", None)
+
+
 def _fmt(value, spec=".2f") -> str:
     return format(value, spec) if isinstance(value, (int, float)) else "-"
 
@@ -101,6 +109,10 @@ def train_command(
     from .loop import TrainRun
 
     cfg = load_config(config, list(overrides or []))
+    launch = backend_launcher(cfg)
+    if launch is not None:  # the backend runs its own training loop (e.g. SkyRL-train's Ray trainer)
+        launch(cfg, output=Path(output) if output else default_output(config), resume=resume)
+        return
     try:  # transformers' per-file progress bars would tear through the step display
         from transformers.utils import logging as hf_logging
 

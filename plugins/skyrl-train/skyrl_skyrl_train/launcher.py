@@ -1,0 +1,382 @@
+"""Launch SkyRL-train's own PPO trainer (Ray, FSDP or Megatron workers, vLLM servers) on a skyrl config.
+
+``skyrl train CONFIG backend=skyrl-train`` runs :func:`launch`: it writes the task instances as SkyRL-train
+datasets (:func:`write_dataset`), builds SkyRL-train's ``SkyRLTrainConfig`` from the skyrl config
+(:func:`build_skyrl_train_config`; every mapped key is in :data:`KEY_MAP`, which the README's table mirrors and
+a test keeps in step) and runs :class:`SkyrlPPOExp` — SkyRL-train's ``BasePPOExp`` with
+:class:`~skyrl_skyrl_train.generator.SkyrlAgentGenerator` as its generator — inside a Ray task, as SkyRL-train's
+own entrypoint does. ``skyrl skyrl-train config CONFIG`` prints that config without running anything.
+
+The ``n_samples`` rollouts of an instance are made in exactly one place: SkyRL-train's trainer repeats each
+dataset row ``generator.n_samples_per_prompt`` times (set from ``sampling.n_samples``) before calling the
+generator, which rolls every row out once.
+
+Only the current API generation (``skyrl`` 0.4.0, ``skyrl.train``) is launched; 0.3.1's Hydra config has other key
+names and is documented as unsupported for launching (its generator path works).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any, Optional
+
+import attrs
+import typer
+
+from skyrl_core.errors import ConfigError, SkyrlError
+
+from . import compat
+from .generator import ENV_CLASS
+
+log = logging.getLogger(__name__)
+
+INFERENCE_BACKENDS = ("vllm",)
+
+
+@attrs.define(frozen=True)
+class KeyMapping:
+    """One documented mapping: the skyrl key, the SkyRL-train key(s) it sets, and how."""
+
+    skyrl: str
+    skyrl_train: str
+    note: str
+
+
+KEY_MAP: tuple[KeyMapping, ...] = (
+    KeyMapping("model", "trainer.policy.model.path", "a local HF directory or hub name; the bundled name "
+               "resolves to its cached safetensors directory"),
+    KeyMapping("engine.type", "generator.inference_engine.backend", "vllm (SkyRL-train's servers); hf/openai are "
+               "errors for a launch"),
+    KeyMapping("sampling.temperature", "generator.sampling_params.temperature", "same meaning"),
+    KeyMapping("sampling.top_p", "generator.sampling_params.top_p", "same meaning"),
+    KeyMapping("sampling.top_k", "generator.sampling_params.top_k", "same meaning (-1 = off)"),
+    KeyMapping("sampling.max_tokens", "generator.sampling_params.max_generate_length", "per LLM call"),
+    KeyMapping("sampling.n_samples", "generator.n_samples_per_prompt", "the group: SkyRL-train repeats each row "
+               "this many times, the generator rolls each row out once"),
+    KeyMapping("agent.max_context_tokens", "trainer.max_prompt_length, generator.max_input_length",
+               "a datum's prompt fits the context; skyrl's agent loop enforces the limit"),
+    KeyMapping("agent.max_turns", "generator.max_turns", "informational for SkyRL-train; skyrl's agent loop "
+               "enforces it"),
+    KeyMapping("train.batch_size", "trainer.train_batch_size", "instances per step"),
+    KeyMapping("train.steps", "trainer.max_training_steps", "same meaning; trainer.epochs is raised to cover it"),
+    KeyMapping("train.eval_every", "trainer.eval_interval", "0 -> -1 (never)"),
+    KeyMapping("train.checkpoint_every", "trainer.ckpt_interval", "0 -> -1 (never)"),
+    KeyMapping("train.eval_at_start", "trainer.eval_before_train", "same meaning"),
+    KeyMapping("train.keep_checkpoints", "trainer.max_ckpts_to_keep", "same meaning"),
+    KeyMapping("train.seed", "trainer.seed", "same seed"),
+    KeyMapping("backend.advantage", "trainer.algorithm.advantage_estimator", "rloo -> rloo, grpo -> grpo; none is "
+               "an error"),
+    KeyMapping("backend.std_normalize", "trainer.algorithm.grpo_norm_by_std", "grpo only (SkyRL-train divides by "
+               "the unbiased group std); with rloo it is an error"),
+    KeyMapping("backend.lr", "trainer.policy.optimizer_config.lr", "same meaning"),
+    KeyMapping("backend.betas", "trainer.policy.optimizer_config.adam_betas", "same meaning"),
+    KeyMapping("backend.weight_decay", "trainer.policy.optimizer_config.weight_decay", "same meaning"),
+    KeyMapping("backend.max_grad_norm", "trainer.policy.optimizer_config.max_grad_norm", "same meaning"),
+    KeyMapping("backend.clip", "trainer.algorithm.eps_clip_low", "PPO epsilon"),
+    KeyMapping("backend.clip_high", "trainer.algorithm.eps_clip_high", "defaults to backend.clip"),
+    KeyMapping("backend.kl_coef", "trainer.algorithm.use_kl_loss, kl_loss_coef, kl_estimator_type=k3",
+               "KL as a loss term (k3), never in the reward; 0 turns the reference model off"),
+    KeyMapping("backend.entropy_coef", "trainer.algorithm.use_entropy_loss, entropy_loss_coef", "same meaning"),
+    KeyMapping("backend.tis_cap", "trainer.algorithm.off_policy_correction.tis_ratio_type=token, "
+               "token_tis_ratio_clip_high", "truncated importance sampling per token, on the real rollout "
+               "logprobs"),
+    KeyMapping("backend.mini_batches", "trainer.policy_mini_batch_size", "train.batch_size / mini_batches "
+               "instances; must divide train.batch_size"),
+    KeyMapping("backend.micro_batch_tokens", "trainer.max_tokens_per_microbatch", "tokens per forward/backward"),
+    KeyMapping("backend.gradient_checkpointing", "trainer.gradient_checkpointing", "same meaning"),
+    KeyMapping("backend.bf16", "trainer.bf16", "auto/on -> true, off -> false"),
+    KeyMapping("backend.lora.r / alpha / dropout / target_modules", "trainer.policy.model.lora.rank / alpha / "
+               "dropout / target_modules", "LoRA through SkyRL-train's peft path"),
+    KeyMapping("backend.options.step_wise", "generator.step_wise_trajectories", "default true: one row per "
+               "datum, so context resets train every datum"),
+    KeyMapping("backend.options.num_engines / tensor_parallel_size", "generator.inference_engine.num_engines / "
+               "tensor_parallel_size", "default GPUs / TP engines, TP 1; engines x TP must equal the GPUs "
+               "(colocated)"),
+    KeyMapping("backend.options.strategy", "trainer.strategy", "fsdp (default) or megatron"),
+    KeyMapping("backend.options.skyrl_train_overrides", "any", "a dict of raw dotted SkyRL-train keys applied "
+               "last"),
+    KeyMapping("logging.wandb, logging.wandb_project", "trainer.logger, trainer.project_name",
+               "console unless wandb is enabled"),
+    KeyMapping("tasks", "data.train_data, data.val_data, environment.env_class=skyrl", "a jsonl of rows naming "
+               "task and instance (skyrl_task_index, skyrl_instance_id, skyrl_split)"),
+)
+
+# SkyRL-train's own settings the launcher fixes (not mapped from a skyrl key)
+FIXED = {
+    "trainer.algorithm.policy_loss_type": "regular",
+    "trainer.algorithm.loss_reduction": "token_mean",
+    "trainer.algorithm.use_kl_in_reward": False,
+    "generator.sampling_params.logprobs": 1,
+    "generator.inference_engine.run_engines_locally": True,
+    "trainer.placement.colocate_all": True,
+}
+
+_OPTIONS = {"step_wise", "num_engines", "tensor_parallel_size", "strategy", "skyrl_train_overrides"}
+
+
+def _resolve_model_path(model: str) -> str:
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return str(path.resolve())
+    from skyrl_core.models import resolve_model
+
+    try:
+        return str(resolve_model(model))
+    except Exception as exc:  # noqa: BLE001 - a hub name SkyRL-train loads itself
+        log.info("model %r is not a bundled model (%s); SkyRL-train will load it by name", model, exc)
+        return model
+
+
+def check_supported(config: Any, *, launching: bool = True) -> None:
+    """Raise ConfigError naming the skyrl key for every setting SkyRL-train cannot honour."""
+    bc = config.backend
+    if launching and config.engine.type not in INFERENCE_BACKENDS:
+        raise ConfigError(f"config key 'engine.type' is '{config.engine.type}', but SkyRL-train serves rollouts with "
+                          f"its own inference servers: set engine.type to {' or '.join(INFERENCE_BACKENDS)} for a "
+                          f"SkyRL-train launch")
+    if bc.advantage not in ("rloo", "grpo"):
+        raise ConfigError(f"config key 'backend.advantage' is '{bc.advantage}'; SkyRL-train's step-wise training "
+                          f"supports rloo and grpo here")
+    if bc.std_normalize and bc.advantage != "grpo":
+        raise ConfigError("config key 'backend.std_normalize' applies to grpo only in SkyRL-train "
+                          "(trainer.algorithm.grpo_norm_by_std)")
+    if bc.mini_batches < 1 or config.train.batch_size % bc.mini_batches:
+        raise ConfigError(f"config key 'backend.mini_batches' ({bc.mini_batches}) must divide train.batch_size "
+                          f"({config.train.batch_size}): SkyRL-train's policy_mini_batch_size counts whole prompts")
+    unknown = sorted(set(bc.options) - _OPTIONS)
+    if unknown:
+        raise ConfigError(f"config key 'backend.options' has unknown option(s) {', '.join(unknown)} for "
+                          f"skyrl-train; valid: {', '.join(sorted(_OPTIONS))}")
+    strategy = bc.options.get("strategy", "fsdp")
+    if strategy not in ("fsdp", "megatron"):
+        raise ConfigError(f"config key 'backend.options.strategy' is {strategy!r}; valid: fsdp, megatron")
+    extra = bc.options.get("skyrl_train_overrides", {})
+    if not isinstance(extra, dict):
+        raise ConfigError("config key 'backend.options.skyrl_train_overrides' must be a mapping of dotted "
+                          "SkyRL-train keys to values")
+
+
+def skyrl_train_overrides(config: Any, *, train_data: str, val_data: str, n_gpus_per_node: int = 1,
+                          nnodes: int = 1, output_dir: str | None = None) -> dict[str, Any]:
+    """Dotted SkyRL-train keys -> values for ``SkyRLTrainConfig.from_cli_overrides`` (see :data:`KEY_MAP`)."""
+    check_supported(config)
+    bc, s, t = config.backend, config.sampling, config.train
+    ctx = config.agent.max_context_tokens
+    gpus = n_gpus_per_node * nnodes
+    tp = int(bc.options.get("tensor_parallel_size", 1))
+    engines = int(bc.options.get("num_engines", max(gpus // tp, 1)))
+    if engines * tp != gpus:
+        raise ConfigError(f"config key 'backend.options.num_engines' x tensor_parallel_size ({engines} x {tp}) must "
+                          f"equal the GPUs ({gpus}): SkyRL-train colocates the policy and the inference engines")
+    out = Path(output_dir or "runs/skyrl-train").resolve()
+    tr, alg, pol = "trainer.", "trainer.algorithm.", "trainer.policy."
+    ov: dict[str, Any] = {
+        f"{pol}model.path": _resolve_model_path(config.model),
+        "generator.inference_engine.backend": config.engine.type,
+        "generator.inference_engine.num_engines": engines,
+        "generator.inference_engine.tensor_parallel_size": tp,
+        "generator.sampling_params.temperature": s.temperature,
+        "generator.sampling_params.top_p": s.top_p,
+        "generator.sampling_params.top_k": s.top_k,
+        "generator.sampling_params.max_generate_length": s.max_tokens,
+        "generator.n_samples_per_prompt": s.n_samples,
+        "generator.max_turns": config.agent.max_turns,
+        "generator.max_input_length": ctx,
+        "generator.step_wise_trajectories": bool(bc.options.get("step_wise", True)),
+        f"{tr}max_prompt_length": ctx,
+        f"{tr}train_batch_size": t.batch_size,
+        f"{tr}policy_mini_batch_size": t.batch_size // bc.mini_batches,
+        f"{tr}max_training_steps": t.steps,
+        f"{tr}epochs": max(1, t.steps),
+        f"{tr}eval_interval": t.eval_every or -1,
+        f"{tr}ckpt_interval": t.checkpoint_every or -1,
+        f"{tr}eval_before_train": bool(t.eval_at_start),
+        f"{tr}max_ckpts_to_keep": t.keep_checkpoints,
+        f"{tr}seed": t.seed,
+        f"{tr}strategy": bc.options.get("strategy", "fsdp"),
+        f"{tr}gradient_checkpointing": bool(bc.gradient_checkpointing),
+        f"{tr}bf16": bc.bf16 != "off",
+        f"{tr}max_tokens_per_microbatch": bc.micro_batch_tokens,
+        f"{tr}placement.policy_num_gpus_per_node": n_gpus_per_node,
+        f"{tr}placement.policy_num_nodes": nnodes,
+        f"{tr}placement.ref_num_gpus_per_node": n_gpus_per_node,
+        f"{tr}placement.ref_num_nodes": nnodes,
+        f"{tr}ckpt_path": str(out / "checkpoints"),
+        f"{tr}export_path": str(out / "exports"),
+        f"{tr}log_path": str(out / "logs"),
+        f"{tr}project_name": config.logging.wandb_project,
+        f"{tr}run_name": out.name,
+        f"{tr}logger": "wandb" if config.logging.wandb else "console",
+        f"{alg}advantage_estimator": bc.advantage,
+        f"{alg}grpo_norm_by_std": bool(bc.std_normalize),
+        f"{alg}eps_clip_low": bc.clip,
+        f"{alg}eps_clip_high": bc.clip if bc.clip_high is None else bc.clip_high,
+        f"{alg}use_kl_loss": bc.kl_coef > 0,
+        f"{alg}kl_loss_coef": bc.kl_coef,
+        f"{alg}kl_estimator_type": "k3",
+        f"{alg}use_entropy_loss": bc.entropy_coef > 0,
+        f"{alg}entropy_loss_coef": bc.entropy_coef,
+        f"{pol}optimizer_config.lr": bc.lr,
+        f"{pol}optimizer_config.adam_betas": [float(b) for b in bc.betas],
+        f"{pol}optimizer_config.weight_decay": bc.weight_decay,
+        f"{pol}optimizer_config.max_grad_norm": bc.max_grad_norm,
+        "data.train_data": [train_data],
+        "data.val_data": [val_data],
+        "environment.env_class": ENV_CLASS,
+        **FIXED,
+    }
+    if bc.tis_cap is not None:
+        ov[f"{alg}off_policy_correction.tis_ratio_type"] = "token"
+        ov[f"{alg}off_policy_correction.token_tis_ratio_clip_high"] = float(bc.tis_cap)
+    if bc.lora is not None:
+        ov.update({f"{pol}model.lora.rank": bc.lora.r, f"{pol}model.lora.alpha": bc.lora.alpha,
+                   f"{pol}model.lora.dropout": bc.lora.dropout,
+                   f"{pol}model.lora.target_modules": ",".join(bc.lora.target_modules)})
+    ov.update(bc.options.get("skyrl_train_overrides", {}))
+    return ov
+
+
+def build_skyrl_train_config(config: Any, *, train_data: str = "train.jsonl", val_data: str = "val.jsonl",
+                             n_gpus_per_node: int = 1, nnodes: int = 1, output_dir: str | None = None) -> Any:
+    """SkyRL-train's ``SkyRLTrainConfig`` for ``config`` (``skyrl`` 0.4.0). Raises ConfigError naming the skyrl
+    key for unsupported settings, or quoting SkyRL-train's rejection of a (raw) key; SkyrlError when only
+    0.3.1 is installed."""
+    api = compat.load()
+    if api.generation != "skyrl.train":
+        raise SkyrlError(f"the launcher needs skyrl 0.4.0 (skyrl.train); installed: skyrl-train {api.version}, "
+                         f"whose generator works but whose Hydra config the launcher does not build")
+    overrides = skyrl_train_overrides(config, train_data=train_data, val_data=val_data,
+                                      n_gpus_per_node=n_gpus_per_node, nnodes=nnodes, output_dir=output_dir)
+    cfg_mod = compat.module("config", api)
+    try:
+        return cfg_mod.SkyRLTrainConfig.from_cli_overrides(overrides)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise ConfigError(f"SkyRL-train rejected the config built from the skyrl config (check "
+                          f"backend.options.skyrl_train_overrides): {type(exc).__name__}: {exc}") from None
+
+
+def write_dataset(config: Any, split: str, path: str | Path) -> int:
+    """Write one JSON line per task instance for SkyRL-train's ``PromptDataset``: ``prompt`` (the instruction
+    builder's messages, which SkyRL-train tokenises to filter over-long prompts), ``env_class`` ``skyrl``, and
+    the ``env_extras`` the generator reads: ``skyrl_task_index``, ``skyrl_instance_id``, ``skyrl_split``.
+    Returns the row count. Raises ConfigError naming ``tasks.N`` when a task yields no instances."""
+    from skyrl_core.plugins import get_registry
+
+    registry = get_registry()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = 0
+    with path.open("w") as fh:
+        for ti, tc in enumerate(config.tasks):
+            task = registry.get("tasks", tc.name)
+            spec = tc.data if split == "train" else (tc.eval_data or tc.data)
+            instances = task.select(spec)
+            if not instances:
+                raise ConfigError(f"config key 'tasks.{ti}' ({tc.name}): no {split} instances")
+            builder = registry.get("instruction_builders", tc.instruction_builder or task.instruction_builder)
+            for inst in instances:
+                messages = builder(inst, task)
+                fh.write(json.dumps({"prompt": [{"role": m["role"], "content": m.get("content") or ""}
+                                                for m in messages],
+                                     "env_class": ENV_CLASS, "skyrl_task_index": ti,
+                                     "skyrl_instance_id": str(inst.id), "skyrl_split": split}) + "\n")
+                rows += 1
+    return rows
+
+
+def experiment_class() -> type:
+    """:class:`SkyrlPPOExp`: SkyRL-train's ``BasePPOExp`` whose generator is skyrl's agent (built lazily, so
+    importing this module does not import SkyRL-train)."""
+    base = compat.module("entrypoints.main_base").BasePPOExp
+
+    class SkyrlPPOExp(base):
+        """``BasePPOExp`` with :class:`~skyrl_skyrl_train.generator.SkyrlAgentGenerator`; ``skyrl_config`` is the
+        skyrl Config as a dict (it travels to the Ray task)."""
+
+        def __init__(self, cfg: Any, skyrl_config: dict) -> None:
+            from skyrl_core.config import config_from_dict
+
+            self.skyrl_config = config_from_dict(skyrl_config)
+            super().__init__(cfg)
+
+        def get_generator(self, cfg, tokenizer, inference_engine_client):
+            from .generator import SkyrlAgentGenerator
+
+            return SkyrlAgentGenerator(self.skyrl_config, inference_engine_client, tokenizer,
+                                       step_wise=cfg.generator.step_wise_trajectories, model=_policy_name(cfg))
+
+    return SkyrlPPOExp
+
+
+def _policy_name(cfg: Any) -> str | None:
+    try:
+        from skyrl.backends.skyrl_train.inference_servers.utils import resolve_policy_model_name
+    except ImportError:
+        return None
+    return resolve_policy_model_name(cfg)
+
+
+def _run_experiment(cfg: Any, skyrl_config: dict) -> None:
+    """Body of the Ray task: validate SkyRL-train's config as its own entrypoint does, then run."""
+    utils = compat.module("utils.utils")
+    utils.validate_cfg(cfg)
+    experiment_class()(cfg, skyrl_config).run()
+
+
+def launch(config: Any, *, output: str | Path, resume: bool = False, n_gpus_per_node: int | None = None,
+           nnodes: int = 1) -> None:
+    """Run SkyRL-train's trainer on ``config``, writing data, checkpoints and exports under ``output``.
+    ``resume`` continues from the latest checkpoint there (SkyRL-train's ``resume_mode=latest``). Raises
+    ConfigError for unsupported settings and SkyrlError when no CUDA GPU or no vLLM is present."""
+    import importlib.util
+
+    import torch
+
+    check_supported(config)
+    if not torch.cuda.is_available():
+        raise SkyrlError("backend skyrl-train needs CUDA GPUs (SkyRL-train's FSDP/Megatron workers and vLLM "
+                         "servers); on this machine use backend=local, or `skyrl skyrl-train config CONFIG` to see "
+                         "the SkyRL-train config it would run")
+    if importlib.util.find_spec("vllm") is None:
+        raise SkyrlError("backend skyrl-train needs the python package 'vllm' (SkyRL-train's inference servers)")
+    import ray
+
+    out = Path(output)
+    data = out / "skyrl_train_data"
+    write_dataset(config, "train", data / "train.jsonl")
+    write_dataset(config, "eval", data / "val.jsonl")
+    gpus = n_gpus_per_node or torch.cuda.device_count()
+    cfg = build_skyrl_train_config(config, train_data=str(data / "train.jsonl"), val_data=str(data / "val.jsonl"),
+                                   n_gpus_per_node=gpus, nnodes=nnodes, output_dir=str(out))
+    cfg.trainer.resume_mode = "latest" if resume else "none"
+    ray_utils = compat.module("utils.utils")
+    if not ray.is_initialized():
+        ray_utils.initialize_ray(cfg)
+    task = ray.remote(num_cpus=1)(_run_experiment)
+    ray.get(task.remote(cfg, config.to_dict()))
+
+
+
+skyrl_train_app = typer.Typer(help="Train with SkyRL-train: print the SkyRL-train config built from a skyrl "
+                                   "config (`skyrl train CONFIG backend=skyrl-train` launches it).",
+                              no_args_is_help=True)
+
+
+@skyrl_train_app.callback()
+def skyrl_train_group() -> None:
+    """Train with SkyRL-train (`skyrl train CONFIG backend=skyrl-train` launches it)."""
+
+
+@skyrl_train_app.command("config")
+def config_command(config_path: str = typer.Argument(..., help="skyrl YAML config"),
+                   overrides: Optional[list[str]] = typer.Argument(None, help="key.sub=value overrides"),
+                   n_gpus: int = typer.Option(8, "--gpus", help="GPUs per node"),
+                   nnodes: int = typer.Option(1, "--nodes", help="nodes")) -> None:
+    """Print SkyRL-train's config (YAML) for CONFIG."""
+    from skyrl_core.config import load_config
+
+    cfg = build_skyrl_train_config(load_config(config_path, list(overrides or [])), n_gpus_per_node=n_gpus,
+                                   nnodes=nnodes)
+    typer.echo(compat.module("config").get_config_as_yaml_str(cfg))
