@@ -43,6 +43,7 @@ DEFAULT_PLUGINS = (
     "skyrl_core.default_plugins.backends",
     "skyrl_core.default_plugins.rollouts",
     "skyrl_core.default_plugins.curation",
+    "skyrl_core.default_plugins.scaffold",
 )
 
 # kind -> (hook name, label used in listings and error messages)

@@ -1,4 +1,8 @@
-"""{{ cookiecutter.description }} Hook implementations only."""
+"""{{ cookiecutter.description }}
+
+Hook implementations only: each hook receives a ``register`` callback, so skyrl knows which plugin registered
+what (``skyrl plugins``) and reports name clashes. The implementations live in one module per concept.
+"""
 
 from skyrl_core import hookimpl
 

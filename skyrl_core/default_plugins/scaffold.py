@@ -1,0 +1,98 @@
+"""Built-in command ``skyrl new plugin NAME``: generate a plugin distribution from the template that ships in
+``skyrl_core/templates/skyrl-plugin`` (a cookiecutter template; cookiecutter is imported only when the command
+runs, so ``skyrl --help`` stays fast).
+
+The template's layout is the one every plugin in this repository follows (``docs/plugins.md``): ``pyproject.toml``
+with the ``skyrl`` entry point, the package with hookimpls in ``__init__.py`` and one module per concept, bundled
+data with disjoint train and test splits, an example config, tests and a CI workflow.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..errors import SkyrlError
+from ..hookspecs import hookimpl
+
+TEMPLATE = Path(__file__).resolve().parents[1] / "templates" / "skyrl-plugin"
+NAME_PATTERN = r"[a-z][a-z0-9]*(-[a-z0-9]+)*"
+# distributions of skyrl itself or already taken on the package index: a new plugin must not shadow them
+TAKEN = ("skyrl-core", "skyrl-train", "skyrl-gym", "skyrl-tx", "skyrl-agent", "skyrl-swe", "skyrl-verl",
+         "skyrl-tinker", "skyrl-memagent", "skyrl-osworld", "skyrl-deep-research", "skyrl-skyrl-train")
+
+
+def plugin_names(name: str) -> dict[str, str]:
+    """The names derived from a plugin name: ``{"dist_name", "module_name", "entry_point"}``
+    (``letter-count`` -> ``skyrl-letter-count``, ``skyrl_letter_count``, ``letter_count``).
+
+    Raises SkyrlError when ``name`` is not lower-case letters, digits and single hyphens starting with a letter,
+    or when the distribution it gives is taken."""
+    if name.startswith("skyrl-") or name.startswith("skyrl_"):
+        raise SkyrlError(f"plugin name {name!r}: leave out the 'skyrl-' prefix, it is added "
+                         f"(skyrl new plugin {name[6:] or 'my-task'} makes skyrl-{name[6:] or 'my-task'})")
+    if not re.fullmatch(NAME_PATTERN, name):
+        raise SkyrlError(f"plugin name {name!r} is not valid: use lower-case letters, digits and single hyphens, "
+                         f"starting with a letter (e.g. 'letter-count')")
+    dist = f"skyrl-{name}"
+    if dist in TAKEN:
+        raise SkyrlError(f"plugin name {name!r} gives the distribution {dist!r}, which is taken; pick another name")
+    under = name.replace("-", "_")
+    return {"dist_name": dist, "module_name": f"skyrl_{under}", "entry_point": under}
+
+
+def generate_plugin(name: str, output_dir: str | Path = ".", description: str | None = None,
+                    author: str | None = None, no_input: bool = True) -> Path:
+    """Generate the plugin ``skyrl-<name>`` under ``output_dir`` and return its directory.
+
+    Raises SkyrlError for an invalid name (see :func:`plugin_names`), an existing target directory, or a missing
+    cookiecutter."""
+    names = plugin_names(name)
+    target = Path(output_dir) / names["dist_name"]
+    if target.exists():
+        raise SkyrlError(f"{target} exists already; choose another --output-dir or remove it")
+    try:
+        from cookiecutter.main import cookiecutter
+    except ImportError:  # pragma: no cover - cookiecutter is a core dependency
+        raise SkyrlError("skyrl new plugin needs cookiecutter: pip install cookiecutter") from None
+    extra = {"plugin_name": name}
+    if description is not None:
+        extra["description"] = description
+    if author is not None:
+        extra["author"] = author
+    Path(output_dir).mkdir(parents=True, exist_ok=True)
+    return Path(cookiecutter(str(TEMPLATE), no_input=no_input, output_dir=str(output_dir), extra_context=extra))
+
+
+new_app = typer.Typer(rich_markup_mode=None, add_completion=False, no_args_is_help=True,
+                      help="Create new skyrl components from templates.")
+
+
+@new_app.callback()
+def _new() -> None:
+    """Create new skyrl components from templates."""
+
+
+@new_app.command("plugin")
+def new_plugin_command(
+    name: str = typer.Argument(..., help="Plugin name, lower-case with hyphens (letter-count -> skyrl-letter-count)."),
+    output_dir: str = typer.Option(".", "--output-dir", "-o", help="Directory to create the plugin in."),
+    no_input: bool = typer.Option(False, "--no-input", help="Do not prompt; use the defaults for unset fields."),
+    description: Optional[str] = typer.Option(None, "--description", help="One-line description of the plugin."),
+    author: Optional[str] = typer.Option(None, "--author", help="Author name for pyproject.toml."),
+) -> None:
+    """Generate a plugin distribution: a tool, an instruction builder, an async verifier and a task with fixed
+    train/test data, the sandbox runtime, an example config, tests and a CI workflow."""
+    out = generate_plugin(name, output_dir, description=description, author=author, no_input=no_input)
+    names = plugin_names(name)
+    typer.echo(f"created {out}\n\nnext:\n  pip install -e '{out}[test]'\n  skyrl plugins"
+               f"                 # lists {names['entry_point']}\n  (cd {out} && pytest -q)\n"
+               f"  skyrl eval {out}/examples/{names['entry_point']}.yaml eval_data.limit=2 sampling.n_samples=1")
+
+
+@hookimpl(trylast=True)
+def register_commands(register):
+    register(new_app, name="new")
