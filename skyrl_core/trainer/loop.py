@@ -161,6 +161,7 @@ class TrainRun:
                  accept_data_change: bool = False) -> None:
         self.config = config
         self.accept_data_change = accept_data_change
+        self.fingerprint: dict[str, Any] | None = None
         self.on_rollout = on_rollout
         self.output = Path(output)
         self.ckpt_root = self.output / "checkpoints"
@@ -347,8 +348,9 @@ class TrainRun:
     def checkpoint(self) -> Path | None:
         if self.step == self._saved_step:
             return None
-        state: dict[str, Any] = {"cursor": self._cursor_done, "config": self.config.to_dict(),
-                                 "data_fingerprint": self.fingerprint}
+        state: dict[str, Any] = {"cursor": self._cursor_done, "config": self.config.to_dict()}
+        if self.fingerprint is not None:  # set by _setup from the loaded train instances
+            state["data_fingerprint"] = self.fingerprint
         memory = getattr(self.session, "cost_memory", None)
         if memory is not None:  # the instances' measured stage seconds, so a resumed run keeps its priorities
             state["stage_costs"] = memory.to_state()
