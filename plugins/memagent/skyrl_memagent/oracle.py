@@ -80,9 +80,12 @@ class OraclePolicy(Engine):
         self.stats.started(len(input_ids))
         prompt = self.tokenizer.decode(list(input_ids), skip_special_tokens=True)
         text = self.reply(prompt) + self._eot
-        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"][: sampling.max_tokens]
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        cut = len(ids) > sampling.max_tokens  # as an engine would: a reply over max_tokens is cut, "length"
+        ids = ids[: sampling.max_tokens]
         self.stats.finished(len(ids))
-        return GenerationOutput(output_ids=ids, output_logprobs=None, finish_reason="stop", text=text)
+        return GenerationOutput(output_ids=ids, output_logprobs=None, finish_reason="length" if cut else "stop",
+                                text=self.tokenizer.decode(ids) if cut else text)
 
 
 def _call(name: str, **arguments: Any) -> str:

@@ -20,7 +20,8 @@ EXAMPLE = str(REPO / "examples" / "memagent.yaml")
 
 
 async def rollout(tokenizer, rows, overrides, forget=False):
-    cfg = load_config(EXAMPLE, ["sampling.n_samples=1", "agent.max_turns=40", *overrides])
+    # max_tokens: room for the oracle's memory (up to 512 tokens) in one call
+    cfg = load_config(EXAMPLE, ["sampling.n_samples=1", "sampling.max_tokens=768", "agent.max_turns=40", *overrides])
     engine = OraclePolicy(tokenizer, rows, forget=forget)
     session = await RolloutSession.create(cfg, engine=engine)
     try:

@@ -21,7 +21,7 @@ async def test_one_train_step_has_one_datum_per_context(tmp_path):
     cfg = load_config(str(REPO / "examples" / "memagent.yaml"),
                       ["engine=memagent_oracle", "train.steps=1", "train.batch_size=1", "sampling.n_samples=2",
                        "data.options.target_tokens=4096", "data.options.chunk_tokens=1024",
-                       "data.options.memory_tokens=512", "agent.max_turns=12", "backend.advantage=none",
+                       "data.options.memory_tokens=512", "sampling.max_tokens=768", "agent.max_turns=12", "backend.advantage=none",
                        "backend.micro_batch_tokens=2048"])
     summary = await TrainRun(cfg, tmp_path).run()
     assert summary["steps"] == 1
