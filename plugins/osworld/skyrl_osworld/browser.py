@@ -297,11 +297,14 @@ class BrowserRuntime(DesktopRuntime):
             raise RuntimeDied(self.dead)
 
     async def evaluate(self, script: str) -> Any:
-        """Run the task's own JavaScript (episode control, reward read-out): never agent text."""
+        """Run the task's own JavaScript (episode control, reward read-out): never agent text. Raises
+        RuntimeDied when the browser or the page's renderer has gone."""
         self._check_alive()
         try:
             return await self.page.evaluate(script)
         except Exception as exc:
+            if "crash" in str(exc).lower() or "closed" in str(exc).lower():
+                self.lease.crashed = True
             self._check_alive()
             raise RuntimeError(f"page script failed: {exc}") from exc
 
