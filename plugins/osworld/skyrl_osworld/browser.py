@@ -217,6 +217,19 @@ async def close_pools() -> None:
 class DesktopRuntime(Runtime):
     """A runtime acted on through ``act(actions)`` / ``observe()``, never through shell commands."""
 
+    def checked_options(self, valid: set[str]) -> dict[str, Any]:
+        """``spec.options``, or ConfigError naming the unknown keys and the valid ones (``valid`` plus the
+        tool's ``observation`` and ``observation_tokens``)."""
+        from skyrl_core.errors import ConfigError
+
+        opts = dict(self.spec.options or {})
+        valid = set(valid) | {"observation", "observation_tokens"}
+        unknown = sorted(set(opts) - valid)
+        if unknown:
+            raise ConfigError(f"runtime.options {unknown} are not understood by the '{self.name}' runtime; "
+                              f"valid: {', '.join(sorted(valid))}")
+        return opts
+
     async def exec(self, command: str | list[str], timeout_s: float = 30.0, stdin: str | None = None,
                    env: dict[str, str] | None = None) -> ExecResult:
         """Runs nothing: desktop runtimes take mouse and keyboard actions only (osworld_action)."""
@@ -237,15 +250,7 @@ class BrowserRuntime(DesktopRuntime):
 
     def __init__(self, spec: RuntimeSpec | None = None, **kwargs: Any) -> None:
         super().__init__(spec or RuntimeSpec(type="browser"), **kwargs)
-        opts = dict(self.spec.options or {})
-        unknown = sorted(set(opts) - {"chromium", "width", "height", "headless", "observation",
-                                      "observation_tokens", "episode_max_time_s"})
-        if unknown:
-            from skyrl_core.errors import ConfigError
-
-            raise ConfigError(f"runtime.options {unknown} are not understood by the 'browser' runtime; valid: "
-                              f"chromium, width, height, headless, observation, observation_tokens, "
-                              f"episode_max_time_s")
+        opts = self.checked_options({"chromium", "width", "height", "headless", "episode_max_time_s"})
         self.options = opts
         self.width = int(opts.get("width", 1280))
         self.height = int(opts.get("height", 720))
@@ -297,11 +302,14 @@ class BrowserRuntime(DesktopRuntime):
             raise RuntimeDied(self.dead)
 
     async def evaluate(self, script: str) -> Any:
-        """Run the task's own JavaScript (episode control, reward read-out): never agent text."""
+        """Run the task's own JavaScript (episode control, reward read-out): never agent text. Raises
+        RuntimeDied when the browser or the page's renderer has gone."""
         self._check_alive()
         try:
             return await self.page.evaluate(script)
         except Exception as exc:
+            if "crash" in str(exc).lower() or "closed" in str(exc).lower():
+                self.lease.crashed = True
             self._check_alive()
             raise RuntimeError(f"page script failed: {exc}") from exc
 

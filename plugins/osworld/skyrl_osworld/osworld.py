@@ -156,12 +156,7 @@ class OSWorldRuntime(DesktopRuntime):
 
     def __init__(self, spec: RuntimeSpec | None = None, **kwargs: Any) -> None:
         super().__init__(spec or RuntimeSpec(type="osworld"), **kwargs)
-        opts = dict(self.spec.options or {})
-        unknown = sorted(set(opts) - {"servers", "pause_s", "screen", "request_timeout_s", "observation",
-                                      "observation_tokens"})
-        if unknown:
-            raise ConfigError(f"runtime.options {unknown} are not understood by the 'osworld' runtime; valid: "
-                              f"servers, pause_s, screen, request_timeout_s, observation, observation_tokens")
+        opts = self.checked_options({"servers", "pause_s", "screen", "request_timeout_s"})
         servers = opts.get("servers")
         if not servers or not isinstance(servers, list) or not all(isinstance(s, str) for s in servers):
             raise ConfigError("the osworld runtime needs runtime.options.servers: a list of DesktopEnv bridge URLs "

@@ -39,7 +39,14 @@ async def miniwob_reward(trajectory: Any, runtime: Any, instance: Instance) -> V
     if url != instance.data.get("url"):
         metrics.update(success=0.0, miniwob_reason=f"the page left the task (now at {str(url)[:100]})")
         return VerifierResult(reward=0.0, metrics=metrics)
-    result = await episode_result(runtime)
+    from .browser import RuntimeDied
+
+    try:
+        result = await episode_result(runtime)
+    except RuntimeDied:  # the browser went away after the agent's last action
+        died = _runtime_died(trajectory, runtime)
+        died.metrics["miniwob_task"] = instance.data.get("task")
+        return died
     success = 1.0 if result["done"] and result["raw_reward"] > 0 else 0.0
     metrics.update(success=success, miniwob_raw_reward=result["raw_reward"], miniwob_done=result["done"],
                    miniwob_reason=result["reason"])
