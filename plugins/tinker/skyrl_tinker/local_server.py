@@ -5,7 +5,7 @@ the CPU, run from its own venv (``setup-venv.sh`` builds it; ``skyrl tinker setu
 plugin's launcher (``server/launch.py``). :class:`LocalTinkerServer` starts it for a local model directory,
 waits for ``/api/v1/healthz``, and stops the whole process group.
 
-Files under ``workdir``: ``server.log`` (API and engine output), ``tinker.db`` (the server's SQLite database:
+Files under ``workdir``: ``server.log`` (API and engine output), ``peak_rss_mb.txt``, ``tinker.db`` (the server's SQLite database:
 sessions, futures, checkpoint records) and ``checkpoints/`` (saved states and sampler weights).
 """
 
@@ -147,6 +147,13 @@ whose [tokens, vocab] logits exist at once (memory: a 49k vocabulary makes these
                 return r.status == 200
         except OSError:
             return False
+
+    def peak_rss_mb(self) -> int | None:
+        """The server's peak resident memory so far (API + engine, MiB, sampled each second), or None."""
+        try:
+            return int((self.workdir / "peak_rss_mb.txt").read_text())
+        except (OSError, ValueError):
+            return None
 
     def log_tail(self, lines: int = 40) -> str:
         try:

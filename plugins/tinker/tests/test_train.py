@@ -87,8 +87,11 @@ def run(local_server, tiny_model_dir, tmp_path_factory):
     return config, out, proc.stdout
 
 
-def test_two_steps_train_the_adapter(run, tiny_model_dir):
+def test_two_steps_train_the_adapter(run, tiny_model_dir, local_server):
     config, out, log = run
+    peak = local_server.peak_rss_mb()
+    print(f"local Tinker server peak resident memory after 2 steps: {peak} MiB")
+    assert peak is not None and 300 < peak < 4500  # the fixture's cap; measured figures in the README
     records = train_records(out)
     assert [r["step"] for r in records] == [1, 2]
     for r in records:

@@ -12,15 +12,14 @@ standard library, the server and psutil. Two roles:
 skyrl 0.4.0 declares Python >= 3.12. On 3.11 its pydantic models fail on ``typing.TypedDict`` (pydantic asks for
 ``typing_extensions.TypedDict`` before 3.12), so both roles swap that name before the server is imported.
 
-A watchdog thread sums the resident memory of the API process and its children each second and logs the peak
-at exit ("peak resident memory ..."). ``--max-rss-mb N`` (api role, also ``$SKYRL_TINKER_SERVER_MAX_RSS_MB``)
+A watchdog thread sums the resident memory of the API process and its children each second and keeps the
+peak in MiB in ``peak_rss_mb.txt`` in the working directory. ``--max-rss-mb N`` (api role, also ``$SKYRL_TINKER_SERVER_MAX_RSS_MB``)
 makes it a cap: past N MiB it logs the figure and kills the engine and itself (exit code 137), so a runaway
 server cannot take a shared CI machine down.
 """
 
 from __future__ import annotations
 
-import atexit
 import logging
 import os
 import sys
@@ -46,6 +45,7 @@ def _engine_command(_parent_cmd: list[str], engine_config) -> list[str]:
 
 
 PEAK_MB = [0]
+PEAK_FILE = "peak_rss_mb.txt"
 
 
 def _watch_memory(limit_mb: int, interval_s: float = 1.0) -> None:
@@ -60,7 +60,10 @@ def _watch_memory(limit_mb: int, interval_s: float = 1.0) -> None:
             except psutil.Error:
                 continue
         mb = total // (1 << 20)
-        PEAK_MB[0] = max(PEAK_MB[0], mb)
+        if mb > PEAK_MB[0]:
+            PEAK_MB[0] = mb
+            with open(PEAK_FILE, "w") as f:  # in the working directory (the server's workdir)
+                f.write(f"{mb}\n")
         if 0 < limit_mb < mb:
             log.error("tinker server uses %d MiB, over its cap of %d MiB: stopping it", mb, limit_mb)
             for child in me.children(recursive=True):
@@ -91,7 +94,6 @@ def run_api(argv: list[str]) -> None:
     api.app.state.engine_config = EngineConfig.model_validate(
         {k: v for k, v in vars(args).items() if k in EngineConfig.model_fields})
     threading.Thread(target=_watch_memory, args=(args.max_rss_mb,), daemon=True, name="rss-watch").start()
-    atexit.register(lambda: log.warning("peak resident memory of the server and its engine: %d MiB", PEAK_MB[0]))
     uvicorn.run(api.app, host=args.host, port=args.port, log_level="warning")
 
 
