@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import json
 import math
 from pathlib import Path
@@ -181,9 +182,21 @@ def runs(tmp_path_factory):
         plugins_mod.reset_plugins()
 
 
+@functools.lru_cache(maxsize=1)
+def _trainer_tokenizer():
+    """The tokenizer as SkyRL-train's ``BasePPOExp`` loads it (its ``get_tokenizer``: pad = EOS when unset)."""
+    from skyrl.utils.tok import get_tokenizer
+
+    from skyrl_core.models import resolve_model
+
+    return get_tokenizer(str(resolve_model("smollm2-135m-instruct")), padding_side="left")
+
+
 def _trainer(api, tokenizer, method: str, n_samples: int, n_prompts: int, tis: bool = True):
     """SkyRL-train's real RayPPOTrainer, built on CPU without Ray (no workers: its dispatch is a stand-in that
-    reports one data-parallel rank, which is all ``convert_to_training_input`` asks of it)."""
+    reports one data-parallel rank, which is all ``convert_to_training_input`` asks of it). ``tokenizer`` is
+    replaced by SkyRL-train's own loading of the same model."""
+    tokenizer = _trainer_tokenizer()
     cfg_mod = compat.module("config", api)
     overrides = {
         "trainer.algorithm.advantage_estimator": method, "trainer.algorithm.grpo_norm_by_std": False,
