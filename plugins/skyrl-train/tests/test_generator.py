@@ -229,10 +229,12 @@ def _skyrl_train_advantages(api, tokenizer, run, method: str, tis: bool = True):
     data = trainer.compute_advantages_and_returns(data)
     advs, masks = [], []
     for j, resp in enumerate(run.output["response_ids"]):
-        row = data["advantages"][j, : len(resp)]
+        real = data["response_mask"][j].bool()  # the row's response positions in SkyRL-train's padded layout
+        assert int(real.sum()) == len(resp)
+        row = data["advantages"][j][real]
         assert torch.allclose(row, row[0].expand_as(row), atol=1e-7), "advantage not broadcast over the row"
         advs.append(float(row[0]))
-        masks.append([int(x) for x in data["loss_mask"][j, : len(resp)].tolist()])
+        masks.append([int(x) for x in data["loss_mask"][j][real].tolist()])
     return advs, masks, data
 
 
@@ -367,7 +369,8 @@ def test_grpo_with_std_differs_by_the_unbiased_std_factor(runs):
     for j, (traj, i) in enumerate(_rows_of(run)):
         if i is None or abs(by_id[traj.id].advantage) < 1e-6:
             continue
-        assert math.isclose(float(data["advantages"][j, 0]), by_id[traj.id].advantage * factor, rel_tol=1e-4)
+        real = data["response_mask"][j].bool()
+        assert math.isclose(float(data["advantages"][j][real][0]), by_id[traj.id].advantage * factor, rel_tol=1e-4)
         compared += 1
     assert compared > 0
 
