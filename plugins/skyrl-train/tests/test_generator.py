@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import json
 import math
 from pathlib import Path
@@ -181,9 +182,21 @@ def runs(tmp_path_factory):
         plugins_mod.reset_plugins()
 
 
+@functools.lru_cache(maxsize=1)
+def _trainer_tokenizer():
+    """The tokenizer as SkyRL-train's ``BasePPOExp`` loads it (its ``get_tokenizer``: pad = EOS when unset)."""
+    from skyrl.utils.tok import get_tokenizer
+
+    from skyrl_core.models import resolve_model
+
+    return get_tokenizer(str(resolve_model("smollm2-135m-instruct")), padding_side="left")
+
+
 def _trainer(api, tokenizer, method: str, n_samples: int, n_prompts: int, tis: bool = True):
     """SkyRL-train's real RayPPOTrainer, built on CPU without Ray (no workers: its dispatch is a stand-in that
-    reports one data-parallel rank, which is all ``convert_to_training_input`` asks of it)."""
+    reports one data-parallel rank, which is all ``convert_to_training_input`` asks of it). ``tokenizer`` is
+    replaced by SkyRL-train's own loading of the same model."""
+    tokenizer = _trainer_tokenizer()
     cfg_mod = compat.module("config", api)
     overrides = {
         "trainer.algorithm.advantage_estimator": method, "trainer.algorithm.grpo_norm_by_std": False,
@@ -216,10 +229,12 @@ def _skyrl_train_advantages(api, tokenizer, run, method: str, tis: bool = True):
     data = trainer.compute_advantages_and_returns(data)
     advs, masks = [], []
     for j, resp in enumerate(run.output["response_ids"]):
-        row = data["advantages"][j, : len(resp)]
+        real = data["response_mask"][j].bool()  # the row's response positions in SkyRL-train's padded layout
+        assert int(real.sum()) == len(resp)
+        row = data["advantages"][j][real]
         assert torch.allclose(row, row[0].expand_as(row), atol=1e-7), "advantage not broadcast over the row"
         advs.append(float(row[0]))
-        masks.append([int(x) for x in data["loss_mask"][j, : len(resp)].tolist()])
+        masks.append([int(x) for x in data["loss_mask"][j][real].tolist()])
     return advs, masks, data
 
 
@@ -354,7 +369,8 @@ def test_grpo_with_std_differs_by_the_unbiased_std_factor(runs):
     for j, (traj, i) in enumerate(_rows_of(run)):
         if i is None or abs(by_id[traj.id].advantage) < 1e-6:
             continue
-        assert math.isclose(float(data["advantages"][j, 0]), by_id[traj.id].advantage * factor, rel_tol=1e-4)
+        real = data["response_mask"][j].bool()
+        assert math.isclose(float(data["advantages"][j][real][0]), by_id[traj.id].advantage * factor, rel_tol=1e-4)
         compared += 1
     assert compared > 0
 
