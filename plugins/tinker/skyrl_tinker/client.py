@@ -121,10 +121,14 @@ async def settle(value: Any) -> Any:
     return value
 
 
-def settle_blocking(value: Any) -> Any:
-    """:func:`settle` for synchronous callers (checkpoint save/load): blocks on ``.result()``."""
+BLOCKING_TIMEOUT_S = 600.0
+
+
+def settle_blocking(value: Any, timeout_s: float = BLOCKING_TIMEOUT_S) -> Any:
+    """:func:`settle` for synchronous callers (checkpoint save): blocks on ``.result(timeout)``, so a service
+    that never answers is a TimeoutError (named by :func:`call_blocking`), not a hung run."""
     result = getattr(value, "result", None)
-    return result() if callable(result) else value
+    return result(timeout_s) if callable(result) else value
 
 
 async def wait(value: Any, *, operation: str, base_url: str | None) -> Any:
