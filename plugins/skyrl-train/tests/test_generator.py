@@ -336,15 +336,22 @@ def test_advantages_and_masks_equal_the_local_trainers(runs, method, batch):
     for d in local.data:
         by_traj.setdefault(d.trajectory_id, []).append(d)
     checked = 0
+    # skyrl's local trainer leaves a trajectory that failed before its first LLM call out of its group's
+    # baseline (it has no datum); SkyRL-train's estimators see that row (reward 0, loss mask 0) as a group
+    # member. So advantages are compared on the groups without such a trajectory (README: "Where SkyRL-train
+    # and the local trainer differ"); masks are compared everywhere.
+    no_datum_groups = {t.group_id for t in run.trajectories if not pack_transitions(t.transitions)}
     for j, (traj, i) in enumerate(_rows_of(run)):
         if i is None:  # failed before its first call: no local datum; SkyRL-train's row trains nothing
             assert masks[j] == [0] * len(run.output["response_ids"][j])
             continue
         d = by_traj[traj.id][i]
-        assert math.isclose(advs[j], d.advantage, abs_tol=1e-6), (j, advs[j], d.advantage)
         assert masks[j] == [m * d.loss_mask for m in d.response_mask]
+        if traj.group_id in no_datum_groups:
+            continue
+        assert math.isclose(advs[j], d.advantage, abs_tol=1e-6), (j, advs[j], d.advantage)
         checked += 1
-    assert checked == len(local.data)
+    assert checked == sum(1 for d in local.data if d.group_id not in no_datum_groups) > 0
     assert any(abs(a) > 1e-3 for a in advs), "all advantages zero: the batch tests nothing"
     if batch == "gsm8k":
         assert any(d.loss_mask == 0 for d in local.data), "no masked datum on the local side"
@@ -366,8 +373,9 @@ def test_grpo_with_std_differs_by_the_unbiased_std_factor(runs):
     factor = math.sqrt((N_SAMPLES - 1) / N_SAMPLES)
     by_id = {d.trajectory_id: d for d in local.data}
     compared = 0
+    no_datum_groups = {t.group_id for t in run.trajectories if not pack_transitions(t.transitions)}
     for j, (traj, i) in enumerate(_rows_of(run)):
-        if i is None or abs(by_id[traj.id].advantage) < 1e-6:
+        if i is None or traj.group_id in no_datum_groups or abs(by_id[traj.id].advantage) < 1e-6:
             continue
         real = data["response_mask"][j].bool()
         assert math.isclose(float(data["advantages"][j][real][0]), by_id[traj.id].advantage * factor, rel_tol=1e-4)
