@@ -312,7 +312,8 @@ def loads_tolerant_many(text: str, close_brackets: bool = True) -> list[Any]:
             with warnings.catch_warnings():  # "\d" in code is an invalid escape to Python, not an error here
                 warnings.simplefilter("ignore")
                 value = ast.literal_eval(body)
-            if not _adjacent_strings(body):  # Python joins "a" "b" into "ab": a guess, not the model's value
+            # Python joins "a" "b" into "ab" and reads """, "k": """ as one string: guesses, not the model's value
+            if not _python_only_strings(body):
                 return [value]
         except Exception:  # literal_eval raises ValueError, SyntaxError, TypeError, MemoryError, RecursionError
             pass
@@ -335,15 +336,18 @@ def loads_tolerant_many(text: str, close_brackets: bool = True) -> list[Any]:
     raise JSONRepairError(message, at_end=at_end or reader.hit_end)
 
 
-def _adjacent_strings(text: str) -> bool:
-    """Whether two string literals follow each other in Python source ``text`` (or it does not tokenize)."""
+def _python_only_strings(text: str) -> bool:
+    """Whether Python source ``text`` holds string syntax JSON does not have, which would make the Python reading a
+    guess: two string literals in a row (joined), a triple-quoted or prefixed (``b``, ``r``, ``f``) literal — or
+    it does not tokenize."""
     skip = {tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT}
     previous = None
     try:
         for tok in tokenize.generate_tokens(io.StringIO(text).readline):
             if tok.type in skip:
                 continue
-            if tok.type == tokenize.STRING and previous == tokenize.STRING:
+            if tok.type == tokenize.STRING and (previous == tokenize.STRING or tok.string[:1] not in "\"'"
+                                                or tok.string[:3] in ('"""', "\'\'\'")):
                 return True
             previous = tok.type
     except (tokenize.TokenError, SyntaxError):

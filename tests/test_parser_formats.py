@@ -276,3 +276,16 @@ def test_cut_off_calls_are_never_run(name, args, which, data):
     cut = data.draw(st.integers(1, len(text)), label="cut")
     result = parser.parse(text[:cut], "length")
     assert result.calls == []
+
+
+@pytest.mark.parametrize("text", [
+    '<tool_call>{"name": "a", "arguments": {"code": """, "path": """}}</tool_call>',   # hypothesis found this one
+    "<tool_call>{'name': 'a', 'arguments': {'code': ''', 'path': '''}}</tool_call>",
+    '<tool_call>{"name": "a", "arguments": {"code": b"x"}}</tool_call>',
+])
+def test_python_only_string_syntax_is_never_read_as_a_call(text):
+    """Triple quotes and prefixed literals are Python, not JSON: reading them would turn unescaped quotes into
+    one invented string (code=', "path": ') or a bytes value. The text is an error, never that call."""
+    result = hermes.parse(text)
+    assert calls(result) == []
+    assert result.errors
