@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import Any, Sequence
 
 log = logging.getLogger(__name__)
 
 SENTINEL = "SKYRLSENTINELa7f3"
+_MARK_PREFIX = "SKYRLPLAINTEXT"
 _PROBE_TOOL = {"type": "function", "function": {"name": "skyrl_probe_tool_q9", "description": "probe",
                                                  "parameters": {"type": "object", "properties": {}}}}
 
@@ -89,6 +91,7 @@ class ChatFormat:
         self._added_ids = {int(i) for i in getattr(tokenizer, "added_tokens_decoder", {}) or {}}
         self._added_ids |= {int(i) for i in (getattr(tokenizer, "all_special_ids", None) or [])}
         self._token_text: dict[int, str] = {}
+        self._special_texts: list[str] | None = None
         self.tools_in_template = self._probe_tools()
         self.observation_role = self._probe_tool_role()
         self.drops_thinking = self._probe_drops_thinking()
@@ -120,8 +123,10 @@ class ChatFormat:
 
     def render_ids(self, messages: Sequence[dict], tools: Sequence[dict] | None = None,
                    add_generation_prompt: bool = True) -> list[int]:
-        """The whole conversation rendered by the template and tokenised: ids [prompt_len]. O(conversation)."""
-        return self.encode(self.render(messages, tools, add_generation_prompt))
+        """The whole conversation rendered by the template and tokenised: ids [prompt_len]. O(conversation).
+        Message text holding a special token's text is tokenised as plain text (:meth:`encode_plain`)."""
+        marked, slots = self._mark_special_text(messages)
+        return self._encode_marked(self.render(marked, tools, add_generation_prompt), slots)
 
     # -- the incremental path ----------------------------------------------------------------------------
     def prepare(self, messages: Sequence[dict], tool_schemas: Sequence[dict],
@@ -142,9 +147,11 @@ class ChatFormat:
         (all of it when the generation did not end with the end-of-turn token), ``new_messages`` as the
         template renders them after an assistant turn, and the next generation prompt. Cost is independent
         of the conversation's length."""
-        probe = [{"role": "user", "content": "x"}, {"role": "assistant", "content": SENTINEL}, *new_messages]
+        marked, slots = self._mark_special_text(new_messages)
+        probe = [{"role": "user", "content": "x"}, {"role": "assistant", "content": SENTINEL}, *marked]
         text = self.render(probe, tool_schemas, add_generation_prompt=True)
-        at = text.rfind(SENTINEL)
+        # the first sentinel is ours: a later one can only come from an observation's text
+        at = text.find(SENTINEL)
         if at < 0:
             raise ValueError("the chat template did not render the assistant message's content verbatim; "
                              "this template cannot be extended incrementally")
@@ -155,7 +162,68 @@ class ChatFormat:
                 eot = self._text_of(last)
                 if eot and after.startswith(eot):
                     after = after[len(eot):]
-        return self.encode(after)
+        return self._encode_marked(after, slots)
+
+    # -- special-token text in observations -----------------------------------------------------------------
+    def special_texts(self) -> list[str]:
+        """The texts of the tokenizer's special and added tokens (``<|im_end|>``, ...), longest first."""
+        if self._special_texts is None:
+            texts = {self._text_of(i) for i in self._added_ids}
+            self._special_texts = sorted((t for t in texts if t), key=len, reverse=True)
+        return self._special_texts
+
+    def has_special_text(self, text: str) -> bool:
+        """True when ``text`` contains the text of a special or added token, or the loop's own probe markers."""
+        return SENTINEL in text or _MARK_PREFIX in text or any(t in text for t in self.special_texts())
+
+    def encode_plain(self, text: str) -> list[int]:
+        """Token ids of ``text`` read as plain text: a special token's text (``<|im_end|>``) becomes ordinary
+        tokens, never the special token. Used for text the agent or its environment wrote."""
+        return list(self.tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"])
+
+    def _mark_special_text(self, messages: Sequence[dict]) -> tuple[list[dict], dict[str, str]]:
+        """``messages`` with every non-assistant content text that holds special-token text replaced by a
+        marker, and the marker -> original text map. Observations are written by tools (and so by the agent: printed output,
+        files, memory); a ``<|im_end|><|im_start|>assistant`` in them must stay text, not end the turn."""
+        slots: dict[str, str] = {}
+        out: list[dict] = []
+        for m in messages:
+            content = m.get("content")
+            if m.get("role") == "assistant":  # the model's own text, kept as ids; templates parse it (</think>)
+                out.append(m)
+                continue
+            if isinstance(content, str) and self.has_special_text(content):
+                mark = f"{_MARK_PREFIX}{len(slots)}q7"
+                slots[mark] = content
+                m = {**m, "content": mark}
+            elif isinstance(content, list):
+                parts = []
+                for part in content:
+                    text = part.get("text") if isinstance(part, dict) else None
+                    if isinstance(text, str) and self.has_special_text(text):
+                        mark = f"{_MARK_PREFIX}{len(slots)}q7"
+                        slots[mark] = text
+                        part = {**part, "text": mark}
+                    parts.append(part)
+                m = {**m, "content": parts}
+            out.append(m)
+        return out, slots
+
+    def _encode_marked(self, text: str, slots: dict[str, str]) -> list[int]:
+        """Ids of rendered ``text`` where each marker of ``slots`` is replaced by its text tokenised as plain
+        text (:meth:`encode_plain`) and the template's own text around it is tokenised normally. Raises
+        ValueError when the template did not render a marker exactly once (it transformed the content)."""
+        if not slots:
+            return self.encode(text)
+        pieces = re.split(f"({re.escape(_MARK_PREFIX)}\\d+q7)", text)
+        seen = [p for p in pieces[1::2]]
+        if sorted(seen) != sorted(slots):
+            raise ValueError("the chat template transformed an observation that holds special-token text "
+                             f"({sorted(set(slots) - set(seen)) or 'repeated'}); it cannot be tokenised as plain text")
+        ids: list[int] = []
+        for i, piece in enumerate(pieces):
+            ids += self.encode_plain(slots[piece]) if i % 2 else self.encode(piece)
+        return ids
 
     def needs_rerender(self, messages: Sequence[dict], new_messages: Sequence[dict]) -> bool:
         """True when appending ``new_messages`` would make the template drop thinking the context holds
