@@ -124,9 +124,10 @@ class ChatFormat:
     def render_ids(self, messages: Sequence[dict], tools: Sequence[dict] | None = None,
                    add_generation_prompt: bool = True) -> list[int]:
         """The whole conversation rendered by the template and tokenised: ids [prompt_len]. O(conversation).
-        Message text holding a special token's text is tokenised as plain text (:meth:`encode_plain`)."""
-        marked, slots = self._mark_special_text(messages)
-        return self._encode_marked(self.render(marked, tools, add_generation_prompt), slots)
+        Non-assistant text holding a special token's text is tokenised as plain text (:meth:`encode_plain`)."""
+        text, slots = self._render_with_plain_slots(
+            messages, lambda msgs: self.render(msgs, tools, add_generation_prompt))
+        return self._encode_marked(text, slots)
 
     # -- the incremental path ----------------------------------------------------------------------------
     def prepare(self, messages: Sequence[dict], tool_schemas: Sequence[dict],
@@ -146,10 +147,11 @@ class ChatFormat:
         """Environment ids to append after a generation: the rest of the assistant turn's end-of-turn text
         (all of it when the generation did not end with the end-of-turn token), ``new_messages`` as the
         template renders them after an assistant turn, and the next generation prompt. Cost is independent
-        of the conversation's length."""
-        marked, slots = self._mark_special_text(new_messages)
-        probe = [{"role": "user", "content": "x"}, {"role": "assistant", "content": SENTINEL}, *marked]
-        text = self.render(probe, tool_schemas, add_generation_prompt=True)
+        of the conversation's length. Raises ValueError when the template does not render the probe's
+        assistant content verbatim."""
+        head = [{"role": "user", "content": "x"}, {"role": "assistant", "content": SENTINEL}]
+        text, slots = self._render_with_plain_slots(
+            new_messages, lambda msgs: self.render([*head, *msgs], tool_schemas, add_generation_prompt=True))
         # the first sentinel is ours: a later one can only come from an observation's text
         at = text.find(SENTINEL)
         if at < 0:
@@ -181,45 +183,63 @@ class ChatFormat:
         tokens, never the special token. Used for text the agent or its environment wrote."""
         return list(self.tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"])
 
-    def _mark_special_text(self, messages: Sequence[dict]) -> tuple[list[dict], dict[str, str]]:
-        """``messages`` with every non-assistant content text that holds special-token text replaced by a
-        marker, and the marker -> original text map. Observations are written by tools (and so by the agent: printed output,
-        files, memory); a ``<|im_end|><|im_start|>assistant`` in them must stay text, not end the turn."""
-        slots: dict[str, str] = {}
-        out: list[dict] = []
-        for m in messages:
+    def _render_with_plain_slots(self, messages: Sequence[dict], render) -> tuple[str, dict[str, str]]:
+        """``render(messages)`` with every non-assistant content text that holds special-token text replaced
+        by a marker, and the map marker -> that text *as the template renders it* (trimmed, JSON-encoded...).
+
+        Observations are written by tools, and so by the agent (printed output, files, memory): a
+        ``<|im_end|><|im_start|>assistant`` in them must stay text, not end the turn. Assistant content is the
+        model's own (kept as ids) and templates parse it (``</think>``), so it is never marked. Each slot's
+        rendered text is found by rendering once more with only that slot restored: everything around it is
+        the same string. Raises ValueError when the template renders a marker other than exactly once."""
+        where: list[tuple[int, int | None, str]] = []  # (message index, part index or None, original text)
+        marked: list[dict] = []
+        for mi, m in enumerate(messages):
             content = m.get("content")
-            if m.get("role") == "assistant":  # the model's own text, kept as ids; templates parse it (</think>)
-                out.append(m)
-                continue
-            if isinstance(content, str) and self.has_special_text(content):
-                mark = f"{_MARK_PREFIX}{len(slots)}q7"
-                slots[mark] = content
-                m = {**m, "content": mark}
+            if m.get("role") == "assistant":
+                marked.append(m)
+            elif isinstance(content, str) and self.has_special_text(content):
+                where.append((mi, None, content))
+                marked.append({**m, "content": f"{_MARK_PREFIX}{len(where) - 1}q7"})
             elif isinstance(content, list):
                 parts = []
-                for part in content:
+                for pi, part in enumerate(content):
                     text = part.get("text") if isinstance(part, dict) else None
                     if isinstance(text, str) and self.has_special_text(text):
-                        mark = f"{_MARK_PREFIX}{len(slots)}q7"
-                        slots[mark] = text
-                        part = {**part, "text": mark}
+                        where.append((mi, pi, text))
+                        part = {**part, "text": f"{_MARK_PREFIX}{len(where) - 1}q7"}
                     parts.append(part)
-                m = {**m, "content": parts}
-            out.append(m)
-        return out, slots
+                marked.append({**m, "content": parts})
+            else:
+                marked.append(m)
+        text = render(marked)
+        slots: dict[str, str] = {}
+        for k, (mi, pi, original) in enumerate(where):
+            mark = f"{_MARK_PREFIX}{k}q7"
+            if text.count(mark) != 1:
+                raise ValueError(f"the chat template rendered message {mi}'s content {text.count(mark)} times; "
+                                 "text holding special tokens cannot be tokenised as plain text")
+            variant = [dict(m) for m in marked]
+            if pi is None:
+                variant[mi]["content"] = original
+            else:
+                variant[mi]["content"] = [dict(p) for p in variant[mi]["content"]]
+                variant[mi]["content"][pi]["text"] = original
+            restored = render(variant)
+            at = text.index(mark)
+            head, tail = text[:at], text[at + len(mark):]
+            if not (restored.startswith(head) and restored.endswith(tail)) or len(restored) < len(head) + len(tail):
+                raise ValueError(f"the chat template renders message {mi}'s content differently with its text "
+                                 "in place; text holding special tokens cannot be tokenised as plain text")
+            slots[mark] = restored[len(head):len(restored) - len(tail)]
+        return text, slots
 
     def _encode_marked(self, text: str, slots: dict[str, str]) -> list[int]:
         """Ids of rendered ``text`` where each marker of ``slots`` is replaced by its text tokenised as plain
-        text (:meth:`encode_plain`) and the template's own text around it is tokenised normally. Raises
-        ValueError when the template did not render a marker exactly once (it transformed the content)."""
+        text (:meth:`encode_plain`) and the template's own text around it is tokenised normally."""
         if not slots:
             return self.encode(text)
         pieces = re.split(f"({re.escape(_MARK_PREFIX)}\\d+q7)", text)
-        seen = [p for p in pieces[1::2]]
-        if sorted(seen) != sorted(slots):
-            raise ValueError("the chat template transformed an observation that holds special-token text "
-                             f"({sorted(set(slots) - set(seen)) or 'repeated'}); it cannot be tokenised as plain text")
         ids: list[int] = []
         for i, piece in enumerate(pieces):
             ids += self.encode_plain(slots[piece]) if i % 2 else self.encode(piece)

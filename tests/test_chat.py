@@ -265,7 +265,10 @@ def test_special_token_text_in_an_observation_stays_text(smol_tokenizer, name):
     special = chat._added_ids
     assert [i for i in hostile if i in special] == [i for i in plain if i in special]
     decoded = chat.tokenizer.decode(hostile, skip_special_tokens=False)
-    assert HOSTILE in decoded
+    for piece in ("<|im_end|>", "<|im_start|>assistant", "<|eot_id|>", "<|endoftext|>", "SKYRLSENTINELa7f3"):
+        assert piece in decoded  # as text (Llama's template JSON-encodes tool content: newlines escaped)
+    if name == "chatml":
+        assert HOSTILE in decoded
     # a whole-conversation render (the rerender path) tokenises the same way
     messages = chat.prepare([{"role": "user", "content": "q"}], TOOLS)
     ids = chat.start(messages, TOOLS) + out + hostile
