@@ -1,10 +1,22 @@
-"""Built-in dispatchers (``async_batch``, ``async_batch_bounded``, ``async_pipeline``, ``priority``) and the
-``skyrl bench`` command (``skyrl bench dispatch``)."""
+"""Built-in dispatchers, one module each over the shared base in :mod:`skyrl_core.dispatchers`: ``async_batch`` and
+``async_batch_bounded`` (``batch.py``), ``async_pipeline`` (``pipeline.py``), ``priority`` (``priority.py``); and
+the ``skyrl bench`` command (``skyrl bench dispatch``), which benchmarks any registered dispatcher."""
 
 from __future__ import annotations
 
-from ..dispatchers import BUILTIN_DISPATCHERS
-from ..hookspecs import hookimpl
+from skyrl_core.dispatchers import Dispatcher
+from skyrl_core.hookspecs import hookimpl
+
+from .batch import AsyncBatchDispatcher, BoundedBatchDispatcher
+from .pipeline import PipelineDispatcher
+from .priority import PriorityDispatcher
+
+BUILTIN_DISPATCHERS: dict[str, type[Dispatcher]] = {
+    "async_batch": AsyncBatchDispatcher,
+    "async_batch_bounded": BoundedBatchDispatcher,
+    "async_pipeline": PipelineDispatcher,
+    "priority": PriorityDispatcher,
+}
 
 
 @hookimpl(trylast=True)
@@ -15,6 +27,6 @@ def register_dispatchers(register):
 
 @hookimpl(trylast=True)
 def register_commands(register):
-    from ..bench.cli import bench_app  # typer only; the simulation and matplotlib load inside the command
+    from skyrl_core.bench.cli import bench_app  # typer only; the simulation and matplotlib load inside the command
 
     register(bench_app, name="bench")

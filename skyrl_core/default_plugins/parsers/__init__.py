@@ -1,12 +1,25 @@
-"""Built-in tool-call parsers: ``hermes`` (the default), ``json``, ``openai``, ``codeblock`` (see
-skyrl_core.parsers), ``qwen3_coder`` (skyrl_core.parsers_xml) and ``deepseek_v31`` (skyrl_core.parsers_deepseek)."""
+"""Built-in tool-call parsers, one module per format: ``hermes`` (the default, ``hermes.py``), ``json``
+(``json_calls.py``), ``openai`` (``openai_calls.py``), ``codeblock`` (``codeblock.py``), ``qwen3_coder``
+(``xml_parameters.py``) and ``deepseek_v31`` (``deepseek.py``), over the shared scanner (``scanner.py``:
+:class:`ParseResult`, call shapes, reasoning blocks) and JSON repair (``repair.py``: :func:`loads_tolerant`)."""
 
 from __future__ import annotations
 
-from ..hookspecs import hookimpl
-from ..parsers import CodeBlockParser, HermesParser, JsonParser, OpenAIParser
-from ..parsers_deepseek import DeepSeekV31Parser
-from ..parsers_xml import XmlParameterParser
+from skyrl_core.hookspecs import hookimpl
+
+from .codeblock import CodeBlockParser
+from .deepseek import DeepSeekV31Parser
+from .hermes import HermesParser
+from .json_calls import JsonParser
+from .openai_calls import OpenAIParser
+from .repair import JSONRepairError, loads_tolerant
+from .scanner import ParseResult, format_tool_call
+from .xml_parameters import XmlParameterParser
+
+BUILTIN_PARSERS = (HermesParser, JsonParser, OpenAIParser, CodeBlockParser)
+
+__all__ = ["BUILTIN_PARSERS", "CodeBlockParser", "DeepSeekV31Parser", "HermesParser", "JSONRepairError", "JsonParser",
+           "OpenAIParser", "ParseResult", "XmlParameterParser", "format_tool_call", "loads_tolerant"]
 
 
 @hookimpl(trylast=True)
