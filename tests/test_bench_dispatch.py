@@ -293,4 +293,7 @@ def test_bench_dispatch_names_the_valid_dispatchers_for_an_unknown_one(plugins, 
     result = CliRunner().invoke(build_cli(), ["bench", "dispatch", "--quick", "--profile", "light",
                                               "--dispatcher", "no_such", "--output", str(tmp_path)])
     assert result.exit_code != 0
-    assert "no_such" in result.output and "async_pipeline" in result.output and "priority_remembered" in result.output
+    message = str(result.exception) + result.output
+    assert "'no_such': not a registered dispatcher" in message
+    assert "async_pipeline" in message and "priority_remembered" in message
+    assert not (tmp_path / "results.json").exists()
