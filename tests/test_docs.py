@@ -166,7 +166,8 @@ def test_factory_hook_docstrings_state_what_the_call_sites_pass(plugins, tmp_pat
         return trajs
 
     trajs = asyncio.run(roll())
-    assert [t.finish_reason for t in trajs] == ["error_init"], [t.error for t in trajs]  # the runtime's failure stayed in its trajectory
+    # the runtime's failure stayed in its trajectory
+    assert [t.finish_reason for t in trajs] == ["error_init"], [t.error for t in trajs]
     run_virtual(simulate(attrs.evolve(PROFILES["light"], instances=2), DispatcherConfig(type="recording"), 0))
     backends.create_backend(cfg, StandInEngine.__new__(StandInEngine))  # what the trainer calls with its engine
     MetricsLogger(tmp_path, cfg.logging, cfg).close()  # as the trainer builds its loggers
@@ -178,7 +179,8 @@ def test_factory_hook_docstrings_state_what_the_call_sites_pass(plugins, tmp_pat
             assert len(args) == len(stated_args), f"{hook}: the call site passes {len(args)} argument(s), " \
                                                   f"the docstring states {stated_args}"
             for value, stated in zip(args, stated_args):
-                assert is_stated_type(value, stated), f"{hook}: passed a {type(value).__name__}, docstring says {stated}"
+                assert is_stated_type(value, stated), \
+                    f"{hook}: passed a {type(value).__name__}, docstring says {stated}"
         if stated_return[0].isupper():  # a class of the core that the registered classes subclass
             base = {"Engine": "skyrl_core.inference.base", "Backend": "skyrl_core.backends",
                     "Dispatcher": "skyrl_core.dispatchers", "Runtime": "skyrl_core.runtime"}[stated_return]

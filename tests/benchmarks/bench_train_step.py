@@ -44,7 +44,8 @@ from skyrl_core.models import load_tokenizer
 from skyrl_core.default_plugins.backends.local import LocalBackend, plan_micro_batches
 from skyrl_core.transitions import Datum, TrainingBatch
 
-# the GSM8K test split bundled in the package (MIT, see skyrl_core/default_plugins/gsm8k/data/LICENSE): runs from a fresh clone
+# the GSM8K test split bundled in the package (MIT, see skyrl_core/default_plugins/gsm8k/data/LICENSE):
+# runs from a fresh clone
 GSM8K = Path(__file__).resolve().parents[2] / "skyrl_core" / "default_plugins" / "gsm8k" / "data" / "test.jsonl"
 
 

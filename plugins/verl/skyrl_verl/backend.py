@@ -24,8 +24,8 @@ from typing import Any, Sequence
 import attrs
 import torch
 
-from skyrl_core.errors import ConfigError
 from skyrl_core.default_plugins.backends.local import LocalBackend
+from skyrl_core.errors import ConfigError
 from skyrl_core.transitions import Datum, TrainingBatch
 
 from .algorithms import actor_config, verl_advantages, verl_estimator_name, verl_policy_loss

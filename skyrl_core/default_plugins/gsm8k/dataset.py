@@ -1,7 +1,7 @@
 """GSM8K (Cobbe et al. 2021, arXiv 2110.14168): loading, the calculation-step variant, and reading numbers.
 
-The test (1319 rows) and train (7473 rows) splits ship inside the package (``skyrl_core/default_plugins/gsm8k/data``, MIT licence,
-see its SOURCE.txt), so a fresh install runs offline. A ``DataSpec`` may instead point at any file or folder
+The test (1319 rows) and train (7473 rows) splits ship inside the package
+(``skyrl_core/default_plugins/gsm8k/data``, MIT licence, see its SOURCE.txt), so a fresh install runs offline. A ``DataSpec`` may instead point at any file or folder
 (``path``: jsonl, json, or parquet when pandas/pyarrow are installed) or at a Hugging Face ``datasets`` name
 (``name``; needs the ``datasets`` package and a network).
 
