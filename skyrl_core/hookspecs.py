@@ -28,27 +28,27 @@ def register_tasks(register):
 
 @hookspec
 def register_dispatchers(register):
-    """Register dispatcher classes that schedule init / run / eval stages of trajectories."""
+    """Register dispatcher classes, constructed as ``(DispatcherConfig, EngineStats) -> Dispatcher``."""
 
 
 @hookspec
 def register_inference_engines(register):
-    """Register inference-engine factories: ``(EngineSpec) -> Engine``."""
+    """Register inference-engine factories ``(Config) -> Engine``: they receive the whole run config."""
 
 
 @hookspec
 def register_runtimes(register):
-    """Register runtime classes that host a trajectory's environment (sandbox, container, ...)."""
+    """Register runtime classes, constructed as ``(RuntimeSpec) -> Runtime`` (then ``start``, ``exec``, ``close``)."""
 
 
 @hookspec
 def register_backends(register):
-    """Register training-backend bridges: ``(BackendSpec, ...) -> Backend``."""
+    """Register training-backend factories ``(Config, Engine | None) -> Backend``: whole run config, its engine."""
 
 
 @hookspec
 def register_parsers(register):
-    """Register tool-call parsers that turn generated text into tool calls."""
+    """Register tool-call parsers: objects with ``name`` and ``parse(text, finish_reason) -> ParseResult``."""
 
 
 @hookspec
@@ -68,4 +68,4 @@ def register_policy_losses(register):
 
 @hookspec
 def register_loggers(register):
-    """Register metric-logger factories: ``(output_dir, config) -> logger`` with ``log(record)`` and ``close()``."""
+    """Register metric-logger factories ``(Path, Config | None) -> logger`` (run directory, run config)."""

@@ -1,17 +1,10 @@
-"""The plugin manager and the registry of everything plugins register.
+"""The plugin manager: loads plugins and builds the registry from their hooks (kept in :mod:`skyrl_core.registry`;
+what ``skyrl plugins`` reports per plugin is :class:`~skyrl_core.plugin_info.PluginInfo`).
 
 Plugins are loaded from the ``skyrl`` entry-point group and from the in-tree default plugins. The environment
 variable ``SKYRL_LOAD_PLUGINS`` is an allow-list of third-party plugins (comma-separated distribution or
 entry-point names); an empty value loads none. ``SKYRL_TRACE_PLUGINS=1`` logs every hook call and what it
 registered.
-
-Name clashes follow one rule: a third-party plugin may replace an entry registered by a built-in plugin (the
-replacement is recorded and logged); two third-party plugins, or two built-ins, registering the same name in
-the same kind make that name *broken*: neither is registered, both plugins' listings carry the clash, and only
-a command that asks for the name fails (RegistrationError naming both). A register hook that raises, or that
-registers something invalid, is recorded on its plugin (``skyrl plugins`` shows it) and the registry is built
-from everything else: what the hook registered before raising stays, and a command that asks for a name the
-registry lacks is told which plugins failed (UnknownComponentError).
 """
 
 from __future__ import annotations
@@ -23,11 +16,12 @@ import os
 import threading
 from typing import Any, Callable
 
-import attrs
 import pluggy
 
 from . import hookspecs
-from .errors import RegistrationError, UnknownComponentError
+from .errors import RegistrationError
+from .plugin_info import PluginInfo
+from .registry import KINDS, Registration, Registry, _validate  # noqa: F401  (Registration: re-exported)
 
 log = logging.getLogger(__name__)
 
@@ -45,124 +39,6 @@ DEFAULT_PLUGINS = (
     "skyrl_core.default_plugins.curation",
     "skyrl_core.default_plugins.scaffold",
 )
-
-# kind -> (hook name, label used in listings and error messages)
-KINDS: dict[str, tuple[str, str]] = {
-    "tools": ("register_tools", "tool"),
-    "instruction_builders": ("register_instruction_builders", "instruction builder"),
-    "verifiers": ("register_verifiers", "verifier"),
-    "tasks": ("register_tasks", "task"),
-    "dispatchers": ("register_dispatchers", "dispatcher"),
-    "inference_engines": ("register_inference_engines", "inference engine"),
-    "runtimes": ("register_runtimes", "runtime"),
-    "backends": ("register_backends", "backend"),
-    "parsers": ("register_parsers", "tool-call parser"),
-    "commands": ("register_commands", "command"),
-    "advantage_estimators": ("register_advantage_estimators", "advantage estimator"),
-    "policy_losses": ("register_policy_losses", "policy loss"),
-    "loggers": ("register_loggers", "logger"),
-}
-
-
-@attrs.define
-class Registration:
-    """One registered object: which kind, under which name, by which plugin."""
-
-    kind: str
-    name: str
-    obj: Any
-    plugin: str
-    builtin: bool
-    replaces: str | None = None
-
-
-@attrs.define
-class PluginInfo:
-    """What ``skyrl plugins`` reports for one plugin."""
-
-    name: str
-    distribution: str | None = None
-    version: str | None = None
-    builtin: bool = False
-    hooks: list[str] = attrs.Factory(list)
-    capabilities: dict[str, list[str]] = attrs.Factory(dict)
-    error: str | None = None
-    hook_errors: list[str] = attrs.Factory(list)
-
-    @property
-    def problems(self) -> list[str]:
-        """The import/validation error and every register-hook failure or clash, in order."""
-        return ([self.error] if self.error else []) + self.hook_errors
-
-    def to_json(self) -> dict:
-        data = {
-            "name": self.name,
-            "distribution": self.distribution,
-            "version": self.version,
-            "builtin": self.builtin,
-            "hooks": self.hooks,
-            "capabilities": {k: v for k, v in self.capabilities.items() if v},
-        }
-        if self.problems:
-            data["error"] = "; ".join(self.problems)
-        return data
-
-
-class Registry:
-    """Everything registered through the hooks, by kind and name, with the plugin that registered it."""
-
-    def __init__(self) -> None:
-        self.entries: dict[str, dict[str, Registration]] = {kind: {} for kind in KINDS}
-        self.broken: dict[str, dict[str, str]] = {kind: {} for kind in KINDS}  # kind -> name -> why
-        self.failures: list[str] = []  # "plugin 'p' raised in register_x: ..." for every failed hook call
-
-    def add(self, kind: str, name: str, obj: Any, plugin: str, builtin: bool) -> Registration:
-        """Record one registration. Raises RegistrationError for a missing name, or for a clash (two
-        third-party plugins, or two built-ins, with one name): the name is then broken (see ``get``)."""
-        if not isinstance(name, str) or not name:
-            raise RegistrationError(f"plugin '{plugin}' registered a {KINDS[kind][1]} without a name: {obj!r}")
-        if name in self.broken[kind]:
-            raise RegistrationError(f"{self.broken[kind][name]}; plugin '{plugin}' registers it too")
-        existing = self.entries[kind].get(name)
-        replaces = None
-        if existing is not None:
-            if existing.builtin and not builtin:
-                replaces = existing.plugin
-                log.info("%s '%s' from plugin '%s' replaces the built-in one from '%s'",
-                         KINDS[kind][1], name, plugin, existing.plugin)
-            else:
-                message = (f"{KINDS[kind][1]} '{name}' is registered by two plugins: '{existing.plugin}' and "
-                           f"'{plugin}'. Uninstall one, or restrict loading with SKYRL_LOAD_PLUGINS.")
-                del self.entries[kind][name]
-                self.broken[kind][name] = message
-                clash = RegistrationError(message)
-                clash.plugins = (existing.plugin, plugin)  # type: ignore[attr-defined]
-                raise clash
-        reg = Registration(kind=kind, name=name, obj=obj, plugin=plugin, builtin=builtin, replaces=replaces)
-        self.entries[kind][name] = reg
-        return reg
-
-    def get(self, kind: str, name: str) -> Any:
-        """Return the object registered as ``name``. Raises RegistrationError when two plugins clash on the
-        name (naming both), UnknownComponentError listing the valid names (and any plugin whose register hook
-        failed, which may be why) otherwise."""
-        if name in self.broken[kind]:
-            raise RegistrationError(self.broken[kind][name])
-        try:
-            return self.entries[kind][name].obj
-        except KeyError:
-            known = ", ".join(sorted(self.entries[kind])) or "none"
-            failed = f" Plugins that failed to register: {'; '.join(self.failures)}." if self.failures else ""
-            raise UnknownComponentError(
-                f"no {KINDS[kind][1]} named '{name}' is registered; registered: {known}. "
-                f"A plugin may provide it: see `skyrl plugins --all`.{failed}"
-            ) from None
-
-    def names(self, kind: str) -> list[str]:
-        return sorted(self.entries[kind])
-
-    def items(self, kind: str) -> list[Registration]:
-        return [self.entries[kind][n] for n in sorted(self.entries[kind])]
 
 
 def _allowed_plugins() -> set[str] | None:
@@ -300,21 +176,6 @@ class SkyrlPlugins:
             for info in self.infos.values():
                 info.capabilities[kind] = [n for n in info.capabilities[kind] if n not in names]
         return registry
-
-
-def _validate(kind: str, name: Any, obj: Any, plugin: str) -> None:
-    if kind == "tools":
-        from .tools import Tool
-
-        if not isinstance(obj, Tool):
-            raise RegistrationError(f"plugin '{plugin}' registered {obj!r} as a tool; tools must be skyrl_core.Tool instances")
-        if name != obj.name:
-            raise RegistrationError(f"plugin '{plugin}' registered tool '{obj.name}' under another name '{name}'")
-    if kind == "tasks":
-        from .tasks import Task
-
-        if not isinstance(obj, Task):
-            raise RegistrationError(f"plugin '{plugin}' registered {obj!r} as a task; tasks must be skyrl_core.Task instances")
 
 
 def _version(dist: str) -> str | None:

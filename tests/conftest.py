@@ -44,7 +44,7 @@ def hf_engine():
     import asyncio
 
     torch = pytest.importorskip("torch")
-    from skyrl_core.inference.hf import HFEngine
+    from skyrl_core.default_plugins.engines.hf import HFEngine
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

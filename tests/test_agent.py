@@ -19,8 +19,9 @@ from skyrl_core.chat import ChatFormat
 from skyrl_core.config import AgentConfig, HintsConfig
 from skyrl_core.default_plugins.generic_tools import finish_tool, python_tool
 from skyrl_core.inference.base import Engine, GenerationOutput, SamplingParams
-from skyrl_core.parsers import CodeBlockParser, HermesParser
-from skyrl_core.runtime import LocalSandbox, RuntimeSpec
+from skyrl_core.default_plugins.parsers import CodeBlockParser, HermesParser
+from skyrl_core.default_plugins.runtimes.sandbox import LocalSandbox
+from skyrl_core.runtime import RuntimeSpec
 from skyrl_core.tools import Tool, ToolContext, ToolResult
 from skyrl_core.transitions import Trajectory
 
@@ -32,7 +33,7 @@ QUESTION = [{"role": "system", "content": "Use the python tool to compute, then 
 
 @pytest.fixture(scope="module")
 def engine():
-    from skyrl_core.inference.hf import HFEngine
+    from skyrl_core.default_plugins.engines.hf import HFEngine
 
     eng = HFEngine(model="smollm2-135m-instruct", max_batch=4, device="cpu")
     yield eng
@@ -389,7 +390,7 @@ async def test_chat_template_kwargs_are_recorded_in_every_transition(engine):
 
 
 async def test_the_xml_parameter_parser_types_values_by_the_trajectorys_tools(engine, chat):
-    from skyrl_core.parsers_xml import XmlParameterParser
+    from skyrl_core.default_plugins.parsers.xml_parameters import XmlParameterParser
 
     parser = XmlParameterParser()
     counter = Tool(name="count", description="count to n", parameters={

@@ -220,3 +220,80 @@ def test_ideal_wall_is_a_lower_bound():
         assert m["wall_s"] >= bound["ideal"]
     swe = ideal_wall_s(PROFILES["swe"], 0)
     assert swe["engine_bound"] == pytest.approx(621, abs=1)  # the figure docs/dispatchers.md quotes
+
+
+class SerialDispatcher:
+    """A test plugin's dispatcher on the bare public base: one trajectory at a time, init -> run -> eval, release
+    always; it returns no figures of its own, so every one in the bench's row is measured by the bench."""
+
+    def __init__(self) -> None:
+        from skyrl_core.dispatchers import Dispatcher
+
+        class Serial(Dispatcher):
+            name = "serial_test"
+
+            async def dispatch(self, trajectories, stages):
+                for traj in trajectories:
+                    try:
+                        await stages.init(traj)
+                        await stages.run(traj)
+                        await stages.eval(traj)
+                    finally:
+                        await stages.release(traj)
+                return {"dispatcher": self.name}
+
+        self.cls = Serial
+
+    @property
+    def hookimpls(self):
+        from skyrl_core import hookimpl
+
+        cls = self.cls
+
+        class Plugin:
+            @hookimpl
+            def register_dispatchers(self, register):
+                register(cls)
+
+        return Plugin()
+
+
+def test_bench_dispatch_runs_a_plugins_dispatcher_from_the_registry(plugins, tmp_path):
+    from click.testing import CliRunner
+
+    from skyrl_core import plugins as plugins_mod
+    from skyrl_core.cli import build_cli
+
+    plugin = SerialDispatcher()
+    plugins.register_plugin(plugin.hookimpls, "serial-test-plugin")
+    assert plugins_mod.get_plugins() is plugins  # the CLI reads the process-wide manager
+    assert plugins.registry.entries["dispatchers"]["serial_test"].plugin == "serial-test-plugin"
+    result = CliRunner().invoke(build_cli(), ["bench", "dispatch", "--quick", "--profile", "light",
+                                              "--dispatcher", "serial_test", "--output", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "serial_test" in result.output
+    data = json.loads((tmp_path / "results.json").read_text())
+    rows = data["dispatchers"]
+    assert set(rows) == {"serial_test", "async_batch_bounded"}  # the baseline always runs beside it
+    serial, bounded = rows["serial_test"], rows["async_batch_bounded"]
+    assert serial["config"]["type"] == "serial_test"
+    assert serial["config"]["max_parallel_agents"] == PROFILES["light"].max_parallel_agents
+    assert serial["peak_runtimes"] == 1 and serial["leaked_runtimes"] == 0 and serial["n_failed"] == 0
+    # one at a time is slower than max_parallel_agents at a time, on the same workload
+    assert serial["wall_s"] > bounded["wall_s"] > 0 and serial["speedup_vs_bounded"] < 1.0
+    assert data["command"].endswith("--dispatcher serial_test")
+    assert (tmp_path / "dispatch_timeline.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_bench_dispatch_names_the_valid_dispatchers_for_an_unknown_one(plugins, tmp_path):
+    from click.testing import CliRunner
+
+    from skyrl_core.cli import build_cli
+
+    result = CliRunner().invoke(build_cli(), ["bench", "dispatch", "--quick", "--profile", "light",
+                                              "--dispatcher", "no_such", "--output", str(tmp_path)])
+    assert result.exit_code != 0
+    message = str(result.exception) + result.output
+    assert "'no_such': not a registered dispatcher" in message
+    assert "async_pipeline" in message and "priority_remembered" in message
+    assert not (tmp_path / "results.json").exists()

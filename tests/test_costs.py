@@ -142,7 +142,7 @@ class CostPlugin:
 
 @pytest.fixture(scope="module")
 def tiny_engine(tiny_chat_model_dir):
-    from skyrl_core.inference.hf import HFEngine
+    from skyrl_core.default_plugins.engines.hf import HFEngine
 
     engine = HFEngine(model=tiny_chat_model_dir, max_batch=8, device="cpu")
     yield engine

@@ -20,7 +20,8 @@ import pytest
 
 from skyrl_core.bench.clock import run_virtual
 from skyrl_core.config import DispatcherConfig, load_config
-from skyrl_core.dispatchers import BUILTIN_DISPATCHERS, Stages
+from skyrl_core.dispatchers import Stages
+from skyrl_core.default_plugins.dispatchers import BUILTIN_DISPATCHERS
 from skyrl_core.transitions import CANCELLED, ERROR_EVAL, ERROR_INIT, ERROR_RUN, TIMEOUT, Trajectory
 
 VARIANTS = {
@@ -490,7 +491,8 @@ async def test_real_clock_small_batch(variant):
 CTRL_C_SCRIPT = textwrap.dedent("""
     import asyncio, sys
     from skyrl_core.config import DispatcherConfig
-    from skyrl_core.dispatchers import BUILTIN_DISPATCHERS, Stages
+    from skyrl_core.dispatchers import Stages
+    from skyrl_core.default_plugins.dispatchers import BUILTIN_DISPATCHERS
     from skyrl_core.transitions import Trajectory
 
     started, released = set(), set()

@@ -145,7 +145,7 @@ async def test_stop_string_ends_generation_and_stays_in_output(engine):
 
 
 async def test_context_window_gives_length(engine):
-    from skyrl_core.inference.hf import HFEngine
+    from skyrl_core.default_plugins.engines.hf import HFEngine
 
     small = HFEngine(max_batch=2, device="cpu", max_context=40)
     try:
@@ -248,7 +248,7 @@ def test_vllm_factory_without_vllm_names_the_extra(plugins):
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm is not installed (pip install vllm; "
                                                                      "needs a GPU)")
 async def test_vllm_engine_generates_token_ids():
-    from skyrl_core.inference.vllm import VLLMEngine
+    from skyrl_core.default_plugins.engines.vllm import VLLMEngine
 
     eng = VLLMEngine(model="smollm2-135m-instruct", max_batch=4, gpu_memory_utilization=0.3)
     try:

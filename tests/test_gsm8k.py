@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from skyrl_core.errors import ConfigError, MissingExtraError
-from skyrl_core.gsm8k import (build_instruction, calculation_steps, evaluate, extract_number, final_answer,
-                              gsm8k_answer, load_gsm8k, load_gsm8k_steps, read_rows)
+from skyrl_core.default_plugins.gsm8k.dataset import (calculation_steps, evaluate, extract_number, final_answer,
+                                                   load_gsm8k, load_gsm8k_steps, read_rows)
+from skyrl_core.default_plugins.gsm8k.instructions import build_instruction
+from skyrl_core.default_plugins.gsm8k.verifiers import gsm8k_answer
 from skyrl_core.tasks import DataSpec, Instance, run_verifier
 from skyrl_core.transitions import Trajectory
 
@@ -44,8 +46,9 @@ def test_bundled_copy_matches_shared_data(shared_data):
     assert len(load_gsm8k(DataSpec(path=str(shared_data / "gsm8k"), split="train"))) == 7473
 
 
-# the GSM8K copy inside the package (MIT, skyrl_core/data/gsm8k/LICENSE): the tests need nothing outside the repo
-BUNDLED_TEST = Path(__file__).resolve().parents[1] / "skyrl_core" / "data" / "gsm8k" / "test.jsonl"
+# the GSM8K copy inside the package (MIT, skyrl_core/default_plugins/gsm8k/data/LICENSE): the tests need nothing
+# outside the repo
+BUNDLED_TEST = Path(__file__).resolve().parents[1] / "skyrl_core" / "default_plugins" / "gsm8k" / "data" / "test.jsonl"
 
 
 def test_commas_removed_from_answers():

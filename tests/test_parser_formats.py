@@ -10,10 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from skyrl_core.parsers import (CodeBlockParser, HermesParser, JsonParser, JSONRepairError, OpenAIParser,
-                                find_tag_outside_strings, format_tool_call, loads_tolerant)
-from skyrl_core.parsers_deepseek import CALL_BEGIN, CALL_END, CALLS_BEGIN, CALLS_END, SEP, DeepSeekV31Parser
-from skyrl_core.parsers_xml import XmlParameterParser
+from skyrl_core.default_plugins.parsers import (CodeBlockParser, HermesParser, JsonParser, JSONRepairError,
+                                                OpenAIParser, format_tool_call, loads_tolerant)
+from skyrl_core.default_plugins.parsers.scanner import find_tag_outside_strings
+from skyrl_core.default_plugins.parsers.deepseek import (CALL_BEGIN, CALL_END, CALLS_BEGIN, CALLS_END, SEP,
+                                                         DeepSeekV31Parser)
+from skyrl_core.default_plugins.parsers.xml_parameters import XmlParameterParser
 
 hermes = HermesParser()
 xml = XmlParameterParser()

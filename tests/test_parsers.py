@@ -8,8 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from skyrl_core.parsers import (CodeBlockParser, HermesParser, JsonParser, JSONRepairError, OpenAIParser, ParseResult,
-                                format_tool_call, loads_tolerant, split_reasoning)
+from skyrl_core.default_plugins.parsers import (CodeBlockParser, HermesParser, JsonParser, JSONRepairError,
+                                                OpenAIParser, ParseResult, format_tool_call, loads_tolerant)
+from skyrl_core.default_plugins.parsers.scanner import split_reasoning
 
 hermes = HermesParser()
 json_parser = JsonParser()

@@ -202,7 +202,7 @@ def test_hook_register_policy_losses(fake):
     import torch
 
     from skyrl_core.config import BackendConfig
-    from skyrl_core.trainer.local import resolve_policy_loss
+    from skyrl_core.default_plugins.backends.local import resolve_policy_loss
 
     assert fake.registry.names("policy_losses") == ["gspo", "ppo_clip", "reinforce", "sum_loss"]
     loss_fn = resolve_policy_loss("sum_loss")

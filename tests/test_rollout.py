@@ -15,7 +15,8 @@ from skyrl_core.dispatchers import Dispatcher
 from skyrl_core.errors import UnknownComponentError
 from skyrl_core.inference.base import GenerationOutput
 from skyrl_core.rollout import RolloutSession
-from skyrl_core.runtime import LocalSandbox, RuntimeSpec
+from skyrl_core.default_plugins.runtimes.sandbox import LocalSandbox
+from skyrl_core.runtime import RuntimeSpec
 from skyrl_core.tasks import DataSpec, Instance, Task, VerifierResult
 from test_agent import EngineFaultInjector, ScriptedReplyInjector, call
 
@@ -55,7 +56,7 @@ class TextOnlyParser:
     name = "text_only"
 
     def parse(self, text, finish_reason="stop"):
-        from skyrl_core.parsers import ParseResult
+        from skyrl_core.default_plugins.parsers import ParseResult
 
         return ParseResult(content=text)
 
@@ -141,7 +142,7 @@ def registry(plugins):
 
 @pytest.fixture(scope="module")
 def engine():
-    from skyrl_core.inference.hf import HFEngine
+    from skyrl_core.default_plugins.engines.hf import HFEngine
 
     eng = HFEngine(model="smollm2-135m-instruct", max_batch=8, device="cpu")
     yield eng

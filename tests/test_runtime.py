@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from skyrl_core.runtime import LocalRuntime, LocalSandbox, RuntimeSpec, truncate_output
+from skyrl_core.default_plugins.runtimes.sandbox import LocalRuntime, LocalSandbox
+from skyrl_core.runtime import RuntimeSpec, truncate_output
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
 

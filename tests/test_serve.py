@@ -101,7 +101,7 @@ def local(hf_engine):
 
 
 def client_for(url: str, **kw):
-    from skyrl_core.inference.openai import OpenAIEngine
+    from skyrl_core.default_plugins.engines.openai import OpenAIEngine
 
     return OpenAIEngine(model="smollm2-135m-instruct", base_url=url, **kw)
 
@@ -197,7 +197,7 @@ async def test_text_only_fallback_against_skyrl_serve_text_only(text_server, loc
     try:
         prompt = chat(local.tokenizer, "Name a color.")
         ref = await local.generate(prompt, GREEDY)
-        with caplog.at_level(logging.WARNING, logger="skyrl_core.inference.openai"):
+        with caplog.at_level(logging.WARNING, logger="skyrl_core.default_plugins.engines.openai"):
             first = await eng.generate(prompt, GREEDY)
             second = await eng.generate(prompt, GREEDY)
         warnings = [r for r in caplog.records if "NOT token-exact" in r.getMessage()]

@@ -10,7 +10,7 @@ import attrs
 import pytest
 
 from skyrl_core.config import load_config
-from skyrl_core.gsm8k import load_gsm8k, load_gsm8k_steps
+from skyrl_core.default_plugins.gsm8k.dataset import load_gsm8k, load_gsm8k_steps
 from skyrl_core.rollout import RolloutSession, clean_eval_split, instance_content
 from skyrl_core.tasks import DataSpec, Instance
 
@@ -76,7 +76,7 @@ def test_gsm8k_steps_repeats_within_eval_count_once():
 
 @pytest.fixture(scope="module")
 def tiny_engine(tiny_chat_model_dir):
-    from skyrl_core.inference.hf import HFEngine
+    from skyrl_core.default_plugins.engines.hf import HFEngine
 
     engine = HFEngine(model=tiny_chat_model_dir, max_batch=2, device="cpu")
     try:

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from skyrl_core.config import Config, LoraConfig  # noqa: E402
-from skyrl_core.trainer.local import LocalBackend, plan_micro_batches  # noqa: E402
+from skyrl_core.default_plugins.backends.local import LocalBackend, plan_micro_batches  # noqa: E402
 from skyrl_core.trainer.losses import policy_loss  # noqa: E402
 from skyrl_core.transitions import Datum, TrainingBatch  # noqa: E402
 
@@ -289,7 +289,7 @@ def tiny_engine_dir(tiny_model_dir, tmp_path_factory):
 
 async def test_hf_engine_shares_the_trained_module(tiny_engine_dir):
     from skyrl_core.inference.base import SamplingParams
-    from skyrl_core.inference.hf import HFEngine
+    from skyrl_core.default_plugins.engines.hf import HFEngine
 
     engine = HFEngine(model=tiny_engine_dir, max_batch=2, device="cpu")
     try:
@@ -308,7 +308,7 @@ async def test_hf_engine_shares_the_trained_module(tiny_engine_dir):
 
 
 async def test_weights_are_pushed_to_an_engine_with_its_own_copy(tiny_engine_dir):
-    from skyrl_core.inference.hf import HFEngine
+    from skyrl_core.default_plugins.engines.hf import HFEngine
 
     engine = HFEngine(model=tiny_engine_dir, max_batch=2, device="cpu")
     try:
@@ -327,7 +327,7 @@ async def test_trainer_logprobs_are_the_sampling_policys(tiny_engine_dir, temper
     """On-policy means the trainer scores a rollout's tokens with the distribution they were sampled from:
     at T=0.7 the engine's logprobs are log softmax(logits / 0.7), and so are the trainer's."""
     from skyrl_core.inference.base import SamplingParams
-    from skyrl_core.inference.hf import HFEngine
+    from skyrl_core.default_plugins.engines.hf import HFEngine
 
     engine = HFEngine(model=tiny_engine_dir, max_batch=2, device="cpu")
     try:

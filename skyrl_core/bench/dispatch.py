@@ -1,6 +1,6 @@
 """``skyrl bench dispatch``: every dispatcher side by side on the same simulated workload and seed.
 
-The simulation runs the real dispatchers (``skyrl_core.dispatchers``) on a virtual-clock event loop
+The simulation runs the real dispatchers (resolved through the plugin registry) on a virtual-clock event loop
 (:mod:`skyrl_core.bench.clock`). Each trajectory's stages are timed waits drawn from a profile's
 distributions — ``init`` (start a runtime), ``run`` (an agent loop: per turn, one generate request of N tokens to
 the :class:`~skyrl_core.bench.engine.StandInEngine`, then one tool call), ``eval`` (run the verifier),
@@ -14,13 +14,14 @@ import logging
 import math
 import random
 import time
-from typing import Any
+from typing import Any, Sequence
 
 import attrs
 
 from ..config import DispatcherConfig
 from ..costs import StageCostMemory
-from ..dispatchers import BUILTIN_DISPATCHERS, Stages
+from ..errors import SkyrlError
+from ..dispatchers import Stages
 from ..inference.base import SamplingParams
 from ..transitions import Trajectory
 from .clock import run_virtual
@@ -210,10 +211,17 @@ async def simulate(profile: Profile, config: DispatcherConfig, seed: int, epoch:
     keys = [f"{t.task}:{t.instance_id}" for t in trajs]
     sources = memory.assign(trajs, keys) if memory is not None else None
     spec_of = {id(t): s for t, s in zip(trajs, specs)}
-    ledger = {"started": 0, "released": 0}
+    ledger = {"started": 0, "released": 0, "peak": 0}
+    alive: dict[str, list[float]] = {"t": [], "runtimes": []}  # the bench's own record of runtimes alive
+
+    def count_alive() -> None:
+        alive["t"].append(asyncio.get_running_loop().time() - t0)
+        alive["runtimes"].append(ledger["started"] - ledger["released"])
 
     async def init(traj: Trajectory) -> None:
         ledger["started"] += 1
+        ledger["peak"] = max(ledger["peak"], ledger["started"] - ledger["released"])
+        count_alive()
         await asyncio.sleep(spec_of[id(traj)].init_s)
 
     async def run(traj: Trajectory) -> None:
@@ -231,9 +239,28 @@ async def simulate(profile: Profile, config: DispatcherConfig, seed: int, epoch:
     async def release(traj: Trajectory) -> None:
         await asyncio.sleep(profile.release_s)
         ledger["released"] += 1
+        count_alive()
 
-    dispatcher = BUILTIN_DISPATCHERS[config.type](config, engine.stats)
-    metrics = await dispatcher.dispatch(trajs, Stages(init=init, run=run, eval=evaluate, release=release))
+    from ..plugins import get_registry  # a plugin's dispatcher is benchmarked like a built-in
+
+    dispatcher = get_registry().get("dispatchers", config.type)(config, engine.stats)
+    t0 = asyncio.get_running_loop().time()
+    engine_start = engine.stats.snapshot()
+    count_alive()
+    metrics = dict(await dispatcher.dispatch(trajs, Stages(init=init, run=run, eval=evaluate, release=release)))
+    # what the bench measures itself, for a dispatcher whose metrics lack it (one built on the bare Dispatcher)
+    wall = metrics.setdefault("wall_s", asyncio.get_running_loop().time() - t0)
+    end = engine.stats.snapshot()
+    runtime_s = sum(n * (b - a) for a, b, n in zip(alive["t"], alive["t"][1:], alive["runtimes"]))
+    for key, value in (("peak_runtimes", ledger["peak"]), ("timeline", alive),
+                       ("n_failed", sum(t.finish_reason != "finished" for t in trajs)),
+                       ("engine_busy", min((end["busy_s"] - engine_start["busy_s"]) / wall, 1.0) if wall > 0 else 0.0),
+                       ("mean_occupancy", min((end["occupancy_integral"] - engine_start["occupancy_integral"]) / wall,
+                                              1.0) if wall > 0 else 0.0),
+                       ("runtime_s_per_traj", runtime_s / len(trajs) if trajs else 0.0),
+                       ("mean_runtimes", runtime_s / wall if wall > 0 else 0.0),
+                       ("trajectories_per_min", 60.0 * len(trajs) / wall if wall > 0 else 0.0)):
+        metrics.setdefault(key, value)
     await engine.close()
     metrics["engine_timeline"] = engine.timeline
     metrics["decode_steps"] = engine.steps
@@ -282,17 +309,42 @@ def ideal_wall_s(profile: Profile, seed: int) -> dict[str, float]:
     return {"engine_bound": engine_bound, "critical_path": critical, "ideal": max(engine_bound, critical)}
 
 
-def run_profile(profile: Profile, seeds: list[int]) -> dict[str, Any]:
-    """Every dispatcher on the same workloads; per dispatcher the mean over seeds of each summary figure,
-    ``per_seed`` walls, and the first seed's timelines (for the plot)."""
+BASELINE = "async_batch_bounded"
+
+
+def bench_variants(profile: Profile, names: Sequence[str] | None = None
+                   ) -> dict[str, tuple[DispatcherConfig, bool, DispatcherConfig | None]]:
+    """What one profile runs: ``name -> (config, uses a stage-cost memory, previous epoch's config or None)``.
+
+    By default the built-in variants (:func:`dispatcher_variants`, :data:`REMEMBERED`) and every other dispatcher
+    in the plugin registry (a plugin's), under its registered name with ``max_parallel_agents`` from the profile
+    and no other setting. ``names`` keeps only those, plus :data:`BASELINE` (every speedup is against it); each is
+    a variant name or a registered dispatcher's name. Raises SkyrlError naming the valid ones for any other."""
+    from ..plugins import get_registry
+
+    builtin: dict[str, tuple[DispatcherConfig, bool, DispatcherConfig | None]] = {
+        name: (cfg, False, None) for name, cfg in dispatcher_variants(profile).items()}
+    builtin.update({name: (cfg, True, previous) for name, (cfg, previous) in remembered_variants(profile).items()})
+    registered = get_registry().names("dispatchers")
+    plugin = {name: (DispatcherConfig(type=name, max_parallel_agents=profile.max_parallel_agents), False, None)
+              for name in registered if name not in builtin}
+    every = {**builtin, **plugin}
+    if not names:
+        return every
+    unknown = [n for n in names if n not in every]
+    if unknown:
+        raise SkyrlError(f"--dispatcher {', '.join(repr(n) for n in unknown)}: not a registered dispatcher "
+                         f"({', '.join(registered) or 'none'}) nor a bench variant ({', '.join(builtin)}); "
+                         f"a plugin's dispatcher is listed by `skyrl plugins`")
+    return {name: every[name] for name in every if name == BASELINE or name in names}
+
+
+def run_profile(profile: Profile, seeds: list[int], names: Sequence[str] | None = None) -> dict[str, Any]:
+    """The dispatchers of :func:`bench_variants` on the same workloads; per dispatcher the mean over seeds of
+    each summary figure, ``per_seed`` walls, and the first seed's timelines (for the plot)."""
     out: dict[str, Any] = {}
     timelines: dict[str, Any] = {}
-    # name -> (config, uses a stage-cost memory, previous epoch's config)
-    variants: dict[str, tuple[DispatcherConfig, bool, DispatcherConfig | None]] = {
-        name: (cfg, False, None) for name, cfg in dispatcher_variants(profile).items()}
-    variants.update({name: (cfg, True, previous)
-                     for name, (cfg, previous) in remembered_variants(profile).items()})
-    for name, (cfg, with_memory, previous) in variants.items():
+    for name, (cfg, with_memory, previous) in bench_variants(profile, names).items():
         runs = []
         for seed in seeds:
             t0 = time.perf_counter()
@@ -332,11 +384,16 @@ def run_profile(profile: Profile, seeds: list[int]) -> dict[str, Any]:
     return {"dispatchers": out, "timelines": timelines, "bounds": bounds}
 
 
+def _has(profile: dict[str, Any], *names: str) -> bool:
+    """Whether every one of ``names`` ran (``--dispatcher`` may leave some out: their targets are not checked)."""
+    return all(name in profile["dispatchers"] for name in names)
+
+
 def check_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     """The issue's targets, each with the measured value and whether it holds."""
     checks = []
     swe = results["profiles"].get("swe")
-    if swe:
+    if swe and _has(swe, "async_pipeline", "async_pipeline_auto", "priority", "async_batch"):
         d = swe["dispatchers"]
         for name in ("async_pipeline", "async_pipeline_auto"):
             checks.append({"target": f"swe: {name} >= 1.55x faster than async_batch_bounded",
@@ -365,7 +422,7 @@ def check_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         checks.append({"target": "swe: async_pipeline_auto peak runtimes <= 60% of async_batch's",
                        "value": round(share, 3), "ok": share <= 0.60})
     light = results["profiles"].get("light")
-    if light:
+    if light and _has(light, "async_pipeline", "async_pipeline_auto"):
         d = light["dispatchers"]
         for name in ("async_pipeline", "async_pipeline_auto"):
             ratio = d[name]["wall_s"] / d["async_batch_bounded"]["wall_s"]
@@ -380,13 +437,14 @@ def check_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     return checks
 
 
-def run_bench(profiles: list[str], seeds: list[int]) -> dict[str, Any]:
-    """Run the simulation for the named profiles; returns the results dict written to results.json
-    (timelines are kept under ``_timelines`` for the plot and dropped before writing)."""
+def run_bench(profiles: list[str], seeds: list[int], dispatchers: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the simulation for the named profiles (``dispatchers``: only these, see :func:`bench_variants`);
+    returns the results dict written to results.json (timelines are kept under ``_timelines`` for the plot and
+    dropped before writing)."""
     results: dict[str, Any] = {"seeds": seeds, "profiles": {}, "_timelines": {}}
     for name in profiles:
         profile = PROFILES[name]
-        res = run_profile(profile, seeds)
+        res = run_profile(profile, seeds, dispatchers)
         results["profiles"][name] = {"parameters": attrs.asdict(profile), "dispatchers": res["dispatchers"],
                                      **res["bounds"]}
         results["_timelines"][name] = res["timelines"]

@@ -73,11 +73,17 @@ class RealBenchSpec:
 
 def real_variants(spec: RealBenchSpec) -> dict[str, DispatcherConfig]:
     """The same five dispatcher variants as the simulation, sized by ``max_parallel_agents``, no other tuning
-    (``dispatchers`` selects a subset, which must include the ``async_batch_bounded`` baseline)."""
+    (``dispatchers`` selects a subset, which must include the ``async_batch_bounded`` baseline, and may name any
+    registered dispatcher)."""
     from .dispatch import PROFILES, dispatcher_variants
 
     variants = dispatcher_variants(attrs.evolve(PROFILES["light"], max_parallel_agents=spec.max_parallel_agents))
     if spec.dispatchers:
+        from ..plugins import get_registry  # a plugin's dispatcher, asked for by name, runs like a built-in
+
+        variants.update({name: DispatcherConfig(type=name, max_parallel_agents=spec.max_parallel_agents)
+                         for name in get_registry().names("dispatchers")
+                         if name in spec.dispatchers and name not in variants})
         unknown = [d for d in spec.dispatchers if d not in variants]
         if unknown:
             raise ConfigError(f"--dispatcher {', '.join(unknown)} unknown; valid: {', '.join(variants)}")

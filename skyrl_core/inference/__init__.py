@@ -1,4 +1,5 @@
-"""Inference engines. Engine modules import torch/transformers lazily; this package stays light."""
+"""The inference-engine interface (:mod:`.base`). The built-in engines (``hf``, ``openai``, ``vllm``) and
+``skyrl serve`` live in :mod:`skyrl_core.default_plugins.engines`; they import torch/transformers lazily."""
 
 from .base import Engine, EngineError, EngineStats, GenerationOutput, SamplingParams
 

@@ -63,7 +63,7 @@ async def main() -> None:
         torch.set_num_threads(args.threads)
 
     from skyrl_core.inference import SamplingParams
-    from skyrl_core.inference.hf import HFEngine
+    from skyrl_core.default_plugins.engines.hf import HFEngine
 
     engine = HFEngine(model=args.model, max_batch=16, device=args.device)
     tok = engine.tokenizer

@@ -19,7 +19,8 @@ import logging
 import random
 import time
 
-from skyrl_core.gsm8k import gsm8k_answer, load_gsm8k, load_gsm8k_steps
+from skyrl_core.default_plugins.gsm8k.dataset import load_gsm8k, load_gsm8k_steps
+from skyrl_core.default_plugins.gsm8k.verifiers import gsm8k_answer
 from skyrl_core.tasks import DataSpec
 from skyrl_core.transitions import Trajectory
 

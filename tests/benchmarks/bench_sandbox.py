@@ -86,7 +86,7 @@ def main() -> None:
     parser.add_argument("--base", default="58f7e9b", help="commit whose runtime is 'before'")
     ns = parser.parse_args()
     sys.path.insert(0, str(REPO))
-    from skyrl_core import runtime as new
+    from skyrl_core.default_plugins.runtimes import sandbox as new
 
     rows = []
     old = old_runtime(ns.base)

@@ -46,8 +46,8 @@ async def run(turns: int, gen_tokens: int, device: str, use_model: bool = True) 
     from skyrl_core.chat import ChatFormat
     from skyrl_core.config import AgentConfig, HintsConfig
     from skyrl_core.inference.base import Engine, GenerationOutput, SamplingParams
-    from skyrl_core.inference.hf import HFEngine
-    from skyrl_core.parsers import HermesParser
+    from skyrl_core.default_plugins.engines.hf import HFEngine
+    from skyrl_core.default_plugins.parsers import HermesParser
     from skyrl_core.tools import Tool, ToolContext
     from skyrl_core.transitions import Trajectory
 

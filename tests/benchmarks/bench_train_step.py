@@ -41,11 +41,12 @@ import torch
 
 from skyrl_core.config import Config
 from skyrl_core.models import load_tokenizer
-from skyrl_core.trainer.local import LocalBackend, plan_micro_batches
+from skyrl_core.default_plugins.backends.local import LocalBackend, plan_micro_batches
 from skyrl_core.transitions import Datum, TrainingBatch
 
-# the GSM8K test split bundled in the package (MIT, see skyrl_core/data/gsm8k/LICENSE): runs from a fresh clone
-GSM8K = Path(__file__).resolve().parents[2] / "skyrl_core" / "data" / "gsm8k" / "test.jsonl"
+# the GSM8K test split bundled in the package (MIT, see skyrl_core/default_plugins/gsm8k/data/LICENSE):
+# runs from a fresh clone
+GSM8K = Path(__file__).resolve().parents[2] / "skyrl_core" / "default_plugins" / "gsm8k" / "data" / "test.jsonl"
 
 
 def make_batch(tok, n: int, resp: int, seed: int = 0) -> TrainingBatch:
@@ -195,7 +196,7 @@ def main() -> None:
     ns = parser.parse_args()
     if ns.loop_memory:
         if ns.no_trim:
-            import skyrl_core.trainer.local as local_mod
+            import skyrl_core.default_plugins.backends.local as local_mod
             import skyrl_core.trainer.memory as memory_mod
 
             memory_mod.release_freed_memory = local_mod.release_freed_memory = lambda: False

@@ -18,7 +18,7 @@ os.environ.setdefault("SKYRL_SWE_CACHE", str(HERE / ".cache"))
 
 @pytest.fixture(autouse=True)
 def sandbox_available():
-    from skyrl_core.runtime import bubblewrap_problem
+    from skyrl_core.default_plugins.runtimes.sandbox import bubblewrap_problem
 
     problem = bubblewrap_problem()
     if problem:

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from skyrl_core import runtime as rt_mod
-from skyrl_core.runtime import LocalSandbox, RuntimeSpec, SandboxUnavailable
+from skyrl_core.default_plugins.runtimes import sandbox as rt_mod
+from skyrl_core.default_plugins.runtimes.sandbox import LocalSandbox, SandboxUnavailable
+from skyrl_core.runtime import RuntimeSpec
 
 
 async def run(cmd: str, spec: RuntimeSpec | None = None, timeout_s: float = 30.0):
@@ -217,7 +218,7 @@ async def test_without_bubblewrap_the_sandbox_refuses_to_start(monkeypatch):
 
 async def test_isolation_none_is_logged_once_per_run(monkeypatch, caplog):
     monkeypatch.setattr(rt_mod, "_LOGGED_ONCE", set())
-    caplog.set_level(logging.WARNING, logger="skyrl_core.runtime")
+    caplog.set_level(logging.WARNING, logger="skyrl_core.default_plugins.runtimes.sandbox")
     for _ in range(3):
         async with LocalSandbox(RuntimeSpec(isolation="none")) as rt:
             assert rt.isolation == "none"

@@ -32,7 +32,7 @@ import torch
 
 from skyrl_core import hookimpl
 from skyrl_core.config import config_from_dict
-from skyrl_core.parsers import ParseResult
+from skyrl_core.default_plugins.parsers import ParseResult
 from skyrl_core.postprocess import build_training_batch, pack_transitions
 from skyrl_core.tools import Tool, ToolCall, ToolResult
 
@@ -151,7 +151,7 @@ def _generator_input(api, config, tokenizer, tmp: Path, n_samples: int, stop=Non
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     from skyrl_core import plugins as plugins_mod
-    from skyrl_core.inference.hf import HFEngine
+    from skyrl_core.default_plugins.engines.hf import HFEngine
 
     api = compat.load()
     plugins_mod.reset_plugins()

@@ -34,7 +34,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from skyrl_core.runtime import ExecResult, LocalSandbox, Runtime, RuntimeSpec, truncate_output
+from skyrl_core.default_plugins.runtimes.sandbox import LocalSandbox
+from skyrl_core.runtime import ExecResult, Runtime, RuntimeSpec, truncate_output
 
 from .data import RepoUnavailable, resolve_repository
 

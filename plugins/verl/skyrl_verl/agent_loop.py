@@ -103,7 +103,7 @@ class VerlServerEngine(Engine):
 
 class HFServerManager:
     """Adapter (a stand-in for VeRL's ``LLMServerClient``): serves VeRL's token-in/token-out ``generate`` from a
-    skyrl engine in this process (e.g. :class:`skyrl_core.inference.hf.HFEngine`). Counts ``requests``."""
+    skyrl engine in this process (e.g. :class:`skyrl_core.default_plugins.engines.hf.HFEngine`). Counts ``requests``."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine

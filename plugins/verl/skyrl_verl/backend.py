@@ -11,7 +11,7 @@ verifiers, the dispatcher) and hands each step's TrainingBatch to :class:`VerlBa
    (``compute_rollout_correction_weights``) when ``backend.tis_cap`` is set, and VeRL's KL / entropy terms.
 
 The optimiser, micro-batching, weight sharing with the hf engine and checkpoints are the local trainer's
-(:class:`skyrl_core.trainer.local.LocalBackend`), so on one machine a run switches between ``local`` and
+(:class:`skyrl_core.default_plugins.backends.local.LocalBackend`), so on one machine a run switches between ``local`` and
 ``verl`` with one config word. Multi-GPU training with VeRL's own workers (FSDP/Megatron, vLLM/SGLang servers)
 is :mod:`skyrl_verl.launcher` (``skyrl verl launch``).
 """
@@ -24,8 +24,8 @@ from typing import Any, Sequence
 import attrs
 import torch
 
+from skyrl_core.default_plugins.backends.local import LocalBackend
 from skyrl_core.errors import ConfigError
-from skyrl_core.trainer.local import LocalBackend
 from skyrl_core.transitions import Datum, TrainingBatch
 
 from .algorithms import actor_config, verl_advantages, verl_estimator_name, verl_policy_loss

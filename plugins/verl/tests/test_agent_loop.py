@@ -23,7 +23,7 @@ async def test_agent_loop_output_from_a_real_rollout(verl_cfg):
     from verl.experimental.agent_loop.agent_loop import (AgentLoopOutput, DictConfigWrap, _agent_loop_registry)
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
-    from skyrl_core.inference.hf import HFEngine
+    from skyrl_core.default_plugins.engines.hf import HFEngine
     from skyrl_core.plugins import get_registry
     from skyrl_verl.agent_loop import HFServerManager, SkyrlAgentLoop
     from skyrl_verl.launcher import write_task_parquet
@@ -76,7 +76,7 @@ async def test_run_returns_one_output_for_verl(verl_cfg):
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
     from skyrl_core.errors import ConfigError
-    from skyrl_core.inference.hf import HFEngine
+    from skyrl_core.default_plugins.engines.hf import HFEngine
     from skyrl_verl.agent_loop import HFServerManager, SkyrlAgentLoop
 
     engine = HFEngine("smollm2-135m-instruct", max_batch=2, device="cpu", dtype="float32")
@@ -122,7 +122,7 @@ async def test_a_response_cut_at_response_length_is_loss_masked_and_samples_get_
     its row loss-masked, as a max-token cut-off is on the local path (it was trained with the full reward)."""
     import copy
 
-    from skyrl_core.inference.hf import HFEngine
+    from skyrl_core.default_plugins.engines.hf import HFEngine
     from skyrl_core.plugins import get_registry
     from skyrl_verl import agent_loop as agent_loop_mod
 

@@ -37,7 +37,7 @@ def _reward(text: str, answer: str) -> float:
 @pytest.fixture(scope="module")
 def rollouts():
     from skyrl_core.inference.base import SamplingParams
-    from skyrl_core.inference.hf import HFEngine
+    from skyrl_core.default_plugins.engines.hf import HFEngine
 
     async def run():
         engine = HFEngine("smollm2-135m-instruct", max_batch=16, device="cpu", dtype="float32")
@@ -113,7 +113,7 @@ def test_verl_grpo_std_uses_unbiased_std(rollouts):
 
 def _tensors(rollouts, batch):
     """Current-policy logprobs (with grad) of each datum's response tokens under the rollout model."""
-    from skyrl_core.trainer.local import LocalBackend
+    from skyrl_core.default_plugins.backends.local import LocalBackend
 
     _, model = rollouts
     # LocalBackend's collation and logprob code, on the very module the engine sampled from
@@ -165,7 +165,7 @@ def test_verl_backend_step_equals_local_step(rollouts):
     """One full optimiser step: backend ``verl`` and backend ``local`` from the same weights on the same batch
     give the same loss and the same new weights."""
     from skyrl_core.config import config_from_dict
-    from skyrl_core.trainer.local import LocalBackend
+    from skyrl_core.default_plugins.backends.local import LocalBackend
     from skyrl_verl.backend import VerlBackend
 
     from skyrl_core.transitions import TrainingBatch

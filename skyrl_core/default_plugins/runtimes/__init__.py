@@ -1,7 +1,7 @@
 """Built-in runtimes: ``sandbox`` (bubblewrap) and ``local`` (plain subprocesses)."""
 
-from ..hookspecs import hookimpl
-from ..runtime import LocalRuntime, LocalSandbox
+from skyrl_core.hookspecs import hookimpl
+from .sandbox import LocalRuntime, LocalSandbox
 
 
 @hookimpl(trylast=True)

@@ -22,8 +22,8 @@ import os
 import uuid
 from typing import Any
 
-from ..errors import MissingExtraError, SkyrlError
-from .base import Engine, EngineError, GenerationOutput, SamplingParams
+from skyrl_core.errors import MissingExtraError, SkyrlError
+from skyrl_core.inference.base import Engine, EngineError, GenerationOutput, SamplingParams
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class VLLMEngine(Engine):
         except ImportError as exc:
             raise MissingExtraError(f"the vllm engine needs vLLM: install vllm (pip install vllm; it needs a CUDA "
                                     f"GPU) or use engine.type hf / openai; import failed with: {exc}") from exc
-        from ..models import load_tokenizer, resolve_model
+        from skyrl_core.models import load_tokenizer, resolve_model
 
         os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
         path = str(resolve_model(model))

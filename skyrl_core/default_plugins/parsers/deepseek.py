@@ -18,9 +18,10 @@ import json
 import re
 from typing import Any
 
-from .parsers import (_TRUNCATED_MSG, JSONRepairError, ParseResult, _CallError, _Extracted, _normalize_call,
-                      _tag_body_end, loads_tolerant, parse_with)
-from .tools import example_arguments
+from skyrl_core.tools import example_arguments
+
+from .repair import JSONRepairError, loads_tolerant
+from .scanner import _TRUNCATED_MSG, ParseResult, _CallError, _Extracted, _normalize_call, _tag_body_end, parse_with
 
 CALLS_BEGIN = "<｜tool▁calls▁begin｜>"
 CALLS_END = "<｜tool▁calls▁end｜>"

@@ -9,8 +9,8 @@ from skyrl_core import hookimpl
 
 
 def local_backend(config, engine=None):
-    """Build the local torch trainer (:class:`skyrl_core.trainer.local.LocalBackend`)."""
-    from skyrl_core.trainer.local import LocalBackend
+    """Build the local torch trainer (:class:`skyrl_core.default_plugins.backends.local.LocalBackend`)."""
+    from .local import LocalBackend
 
     return LocalBackend(config, engine)
 

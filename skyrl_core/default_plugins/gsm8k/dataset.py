@@ -1,7 +1,7 @@
-"""GSM8K (Cobbe et al. 2021, arXiv 2110.14168): loading, the calculation-step variant, and answer checking.
+"""GSM8K (Cobbe et al. 2021, arXiv 2110.14168): loading, the calculation-step variant, and reading numbers.
 
-The test (1319 rows) and train (7473 rows) splits ship inside the package (``skyrl_core/data/gsm8k``, MIT licence,
-see its SOURCE.txt), so a fresh install runs offline. A ``DataSpec`` may instead point at any file or folder
+The test (1319 rows) and train (7473 rows) splits ship inside the package
+(``skyrl_core/default_plugins/gsm8k/data``, MIT licence, see its SOURCE.txt), so a fresh install runs offline. A ``DataSpec`` may instead point at any file or folder
 (``path``: jsonl, json, or parquet when pandas/pyarrow are installed) or at a Hugging Face ``datasets`` name
 (``name``; needs the ``datasets`` package and a network).
 
@@ -20,7 +20,6 @@ Two tasks are built from it (registered by ``skyrl_core.default_plugins.gsm8k``)
 from __future__ import annotations
 
 import ast
-import copy
 import functools
 import importlib.resources
 import json
@@ -30,8 +29,8 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
-from .errors import ConfigError, MissingExtraError
-from .tasks import DataSpec, Instance, VerifierResult
+from skyrl_core.errors import ConfigError, MissingExtraError
+from skyrl_core.tasks import DataSpec, Instance
 
 SPLITS = ("test", "train")
 HF_NAMES = {"gsm8k": ("openai/gsm8k", "main"), "openai/gsm8k": ("openai/gsm8k", "main")}
@@ -169,7 +168,7 @@ def calculation_steps(solution: str) -> list[tuple[str, str]]:
 def _bundled_file(split: str) -> Path:
     if split not in SPLITS:
         raise ConfigError(f"GSM8K has no split '{split}'; data.split must be one of: {', '.join(SPLITS)}")
-    return Path(str(importlib.resources.files("skyrl_core") / "data" / "gsm8k" / f"{split}.jsonl"))
+    return Path(str(importlib.resources.files("skyrl_core.default_plugins.gsm8k") / "data" / f"{split}.jsonl"))
 
 
 def _file_in_dir(folder: Path, split: str) -> Path:
@@ -326,98 +325,3 @@ def load_gsm8k_steps(spec: DataSpec) -> list[Instance]:
                 "source_question": problem["question"],
             }))
     return out
-
-
-# ---------------------------------------------------------------------------------------------------- prompting
-
-SYSTEM_PROMPT = (
-    "You solve math problems. Work step by step. Use the python tool to do every calculation: write code that "
-    "prints the result, then read its output. When you know the final answer, call the finish tool with the "
-    "final answer as a plain number (no units, no words)."
-)
-
-
-def build_instruction(instance: Instance, task: Any = None) -> list[dict]:
-    """Instruction builder ``gsm8k``: a system message saying how to work, then the question as the user turn.
-
-    Tool schemas and call syntax are not written here: the agent loop renders them through the chat template.
-    """
-    return [{"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": instance.data["question"]}]
-
-
-FEWSHOT_SYSTEM_PROMPT = (
-    "You are a careful calculator. Do every calculation with the python tool: write code that prints the result. "
-    "After you see its output, reply with the final answer as a plain number."
-)
-
-# One worked example, in OpenAI chat format: the agent loop writes the call the way the run's parser reads calls.
-# Its numbers are made up (not a GSM8K row), so no evaluation question is shown to the model.
-FEWSHOT_DEMONSTRATION = (
-    {"role": "user", "content": "Calculate 12*7."},
-    {"role": "assistant", "content": "", "tool_calls": [
-        {"id": "call_0", "type": "function",
-         "function": {"name": "python", "arguments": json.dumps({"code": "print(12*7)"})}}]},
-    {"role": "tool", "tool_call_id": "call_0", "content": "84"},
-    {"role": "assistant", "content": "The answer is 84."},
-)
-
-
-def build_instruction_fewshot(instance: Instance, task: Any = None) -> list[dict]:
-    """Instruction builder ``gsm8k_fewshot``: a short system message, one worked example (a python call, its
-    output, the answer) and the question. For small models (SmolLM2-135M) that do not call tools from a
-    description alone: measured on 24 train calculation steps with the ``codeblock`` parser, the example raised
-    the share of trajectories calling python from 22 % to 60 % (temperature 0.7) and 19 % to 83 % (greedy).
-    The answer is read from the final message (the example does not use ``finish``).
-    """
-    return [{"role": "system", "content": FEWSHOT_SYSTEM_PROMPT},
-            *copy.deepcopy(FEWSHOT_DEMONSTRATION),
-            {"role": "user", "content": instance.data["question"]}]
-
-
-# ---------------------------------------------------------------------------------------------------- verifier
-
-
-def _last_assistant_text(messages: list[dict]) -> str:
-    for message in reversed(messages or []):
-        if message.get("role") == "assistant":
-            content = message.get("content") or ""
-            if isinstance(content, list):
-                content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-            if content.strip():
-                return content
-    return ""
-
-
-def check_answer(trajectory: Any, reference: Any) -> VerifierResult:
-    """Compare the trajectory's final number with ``reference``.
-
-    The answer is ``trajectory.answer`` (set by the finish tool); when that is empty or has no number, the last
-    number in the final assistant message. Reward 1.0 when equal within ``REL_TOL`` (relative), else 0.0.
-    """
-    source = "finish"
-    parsed = extract_number(getattr(trajectory, "answer", None))
-    if parsed is None:
-        source = "message"
-        parsed = extract_number(_last_assistant_text(getattr(trajectory, "messages", [])))
-    ref = extract_number(reference)
-    correct = numbers_match(parsed, ref)
-    return VerifierResult(reward=1.0 if correct else 0.0, metrics={
-        "parsed_answer": None if parsed is None else format_number(parsed),
-        "reference": None if ref is None else format_number(ref),
-        "answer_source": source if parsed is not None else "none",
-        "correct": correct,
-    })
-
-
-def gsm8k_answer(trajectory: Any, runtime: Any = None, instance: Instance | None = None) -> VerifierResult:
-    """Verifier ``gsm8k_answer``: reward 1.0 when the final number equals ``instance.data["answer"]``.
-
-    Called as ``(trajectory, runtime, instance)`` (see ``skyrl_core.tasks.run_verifier``); a ToolContext in place
-    of the runtime works too (its ``instance`` is used). Raises ValueError when no instance is given.
-    """
-    if instance is None:
-        instance = getattr(runtime, "instance", None)
-    if instance is None:
-        raise ValueError("verifier 'gsm8k_answer' needs the task instance (its data['answer'] is the reference)")
-    return check_answer(trajectory, instance.data["answer"])

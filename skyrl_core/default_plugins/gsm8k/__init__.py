@@ -1,11 +1,15 @@
 """Built-in GSM8K tasks: ``gsm8k`` (word problems) and ``gsm8k_steps`` (their calculation steps), the ``gsm8k``
-and ``gsm8k_fewshot`` instruction builders and the ``gsm8k_answer`` verifier. The logic lives in :mod:`skyrl_core.gsm8k`."""
+and ``gsm8k_fewshot`` instruction builders and the ``gsm8k_answer`` verifier. The logic lives beside this
+module: ``dataset`` (loading, numbers), ``instructions``, ``verifiers``; the data in ``data/``."""
 
 from __future__ import annotations
 
-from ..gsm8k import build_instruction, build_instruction_fewshot, gsm8k_answer, load_gsm8k, load_gsm8k_steps
-from ..hookspecs import hookimpl
-from ..tasks import DataSpec, Task
+from skyrl_core.hookspecs import hookimpl
+from skyrl_core.tasks import DataSpec, Task
+
+from .dataset import load_gsm8k, load_gsm8k_steps
+from .instructions import build_instruction, build_instruction_fewshot
+from .verifiers import gsm8k_answer
 
 GSM8K = Task(
     name="gsm8k",

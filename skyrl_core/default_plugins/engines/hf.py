@@ -28,8 +28,8 @@ from typing import Any
 
 import attrs
 
-from ..errors import ConfigError, SkyrlError
-from .base import Engine, EngineError, GenerationOutput, SamplingParams
+from skyrl_core.errors import ConfigError, SkyrlError
+from skyrl_core.inference.base import Engine, EngineError, GenerationOutput, SamplingParams
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class HFEngine(Engine):
     def __init__(self, model: str = "smollm2-135m-instruct", max_batch: int = 16, device: str = "auto",
                  dtype: str = "auto", max_context: int | None = None) -> None:
         super().__init__()
-        from ..models import load_causal_lm, load_tokenizer
+        from skyrl_core.models import load_causal_lm, load_tokenizer
 
         import torch
 

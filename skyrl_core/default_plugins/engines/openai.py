@@ -25,8 +25,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, SkyrlError
-from .base import Engine, EngineError, GenerationOutput, SamplingParams
+from skyrl_core.errors import ConfigError, SkyrlError
+from skyrl_core.inference.base import Engine, EngineError, GenerationOutput, SamplingParams
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class OpenAIEngine(Engine):
                  served_model: str | None = None, timeout_s: float = 300.0, max_concurrency: int = 16,
                  retries: int = 2, max_context: int | None = None, token_prompts: str | bool = "auto") -> None:
         super().__init__()
-        from ..models import load_tokenizer, resolve_model
+        from skyrl_core.models import load_tokenizer, resolve_model
 
         if not base_url:
             raise ConfigError("engine.base_url is required for engine.type 'openai', e.g. http://127.0.0.1:8000/v1")

@@ -26,11 +26,11 @@ from typing import Any, Sequence
 
 import torch
 
-from ..backends import Backend
-from ..errors import ConfigError, SkyrlError
-from ..transitions import Datum, TrainingBatch
-from .losses import entropy_from_logits, kl_penalty, masked_mean
-from .memory import release_freed_memory
+from skyrl_core.backends import Backend
+from skyrl_core.errors import ConfigError, SkyrlError
+from skyrl_core.transitions import Datum, TrainingBatch
+from skyrl_core.trainer.losses import entropy_from_logits, kl_penalty, masked_mean
+from skyrl_core.trainer.memory import release_freed_memory
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ def resolve_policy_loss(name: str) -> Any:
     """The policy loss ``backend.policy_loss`` names: a built-in of :data:`~skyrl_core.trainer.losses.POLICY_LOSSES`
     or one a plugin registered through ``register_policy_losses``. Raises UnknownComponentError listing the
     registered ones."""
-    from ..plugins import get_registry
+    from skyrl_core.plugins import get_registry
 
     return get_registry().get("policy_losses", name)
 
@@ -82,7 +82,7 @@ class LocalBackend(Backend):
         if shared:
             self.model = engine.model
         else:
-            from ..models import load_causal_lm
+            from skyrl_core.models import load_causal_lm
 
             device = "cuda" if torch.cuda.is_available() else "cpu"
             self.model = load_causal_lm(config.model, device=device, dtype="float32")
@@ -125,7 +125,7 @@ class LocalBackend(Backend):
 
     # -- setup -----------------------------------------------------------------------------------------------
     def _add_lora(self) -> None:
-        from ..errors import require
+        from skyrl_core.errors import require
 
         peft = require("peft", "train", "LoRA training (backend.lora)")
         lc = self.bc.lora

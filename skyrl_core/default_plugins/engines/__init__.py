@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..hookspecs import hookimpl
+from skyrl_core.hookspecs import hookimpl
 
 
 def _options(config: Any, allowed: set[str], engine: str) -> dict[str, Any]:
-    from ..errors import ConfigError
+    from skyrl_core.errors import ConfigError
 
     opts = dict(config.engine.options or {})
     unknown = sorted(set(opts) - allowed)
@@ -24,7 +24,7 @@ def _options(config: Any, allowed: set[str], engine: str) -> dict[str, Any]:
 
 def hf_engine(config: Any):
     """``engine.type: hf``: in-process transformers with continuous batching (options: ``max_context``)."""
-    from ..inference.hf import HFEngine
+    from .hf import HFEngine
 
     opts = _options(config, {"max_context"}, "hf")
     return HFEngine(model=config.model, max_batch=config.engine.max_batch, device=config.engine.device,
@@ -34,7 +34,7 @@ def hf_engine(config: Any):
 def openai_engine(config: Any):
     """``engine.type: openai``: any OpenAI-compatible server at ``engine.base_url`` (options: ``retries``,
     ``max_context``, ``token_prompts``: auto | true | false)."""
-    from ..inference.openai import OpenAIEngine
+    from .openai import OpenAIEngine
 
     opts = _options(config, {"retries", "max_context", "token_prompts"}, "openai")
     return OpenAIEngine(model=config.model, base_url=config.engine.base_url, api_key=config.engine.api_key,
@@ -45,7 +45,7 @@ def openai_engine(config: Any):
 def vllm_engine(config: Any):
     """``engine.type: vllm``: in-process vLLM AsyncLLM (options: ``gpu_memory_utilization``, ``max_model_len``,
     ``tensor_parallel_size``, ``enforce_eager``)."""
-    from ..inference.vllm import VLLMEngine
+    from .vllm import VLLMEngine
 
     opts = _options(config, {"gpu_memory_utilization", "max_model_len", "tensor_parallel_size", "enforce_eager"},
                     "vllm")
@@ -82,7 +82,7 @@ def register_commands(register):
     ) -> None:
         """Serve the hf engine as an OpenAI-compatible HTTP server (/v1/models, /v1/completions,
         /v1/chat/completions, POST /v1/load_weights)."""
-        from ..inference.serve import run_server
+        from .serve import run_server
 
         run_server(model=model, host=host, port=port, max_batch=max_batch, device=device, dtype=dtype,
                    served_name=served_name, text_only=text_only, api_key=api_key, threads=threads)

@@ -32,9 +32,10 @@ import json
 import re
 from typing import Any, Sequence
 
-from .parsers import (_TOOL_NAME, _TRUNCATED_MSG, ParseResult, TOOL_CALL_CLOSE, TOOL_CALL_OPEN, _Extracted,
+from skyrl_core.tools import example_arguments
+
+from .scanner import (_TOOL_NAME, _TRUNCATED_MSG, ParseResult, TOOL_CALL_CLOSE, TOOL_CALL_OPEN, _Extracted,
                       parse_with)
-from .tools import example_arguments
 
 FUNCTION_OPEN = "<function="
 FUNCTION_CLOSE = "</function>"

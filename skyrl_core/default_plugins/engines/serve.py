@@ -30,7 +30,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .base import EngineError, SamplingParams
+from skyrl_core.inference.base import EngineError, SamplingParams
 
 log = logging.getLogger(__name__)
 
@@ -248,7 +248,7 @@ def run_server(model: str = "smollm2-135m-instruct", host: str = "127.0.0.1", po
                api_key: str | None = None, threads: int | None = None) -> None:
     """Load the hf engine and serve it until interrupted. Prints ``listening on http://HOST:PORT`` to stderr
     once the socket is bound (port 0 picks a free port). Raises MissingExtraError without fastapi/uvicorn."""
-    from ..errors import require
+    from skyrl_core.errors import require
 
     require("fastapi", "serve", "skyrl serve")
     uvicorn = require("uvicorn", "serve", "skyrl serve")

@@ -1,0 +1,32 @@
+"""Built-in dispatchers, one module each over the shared base in :mod:`skyrl_core.dispatchers`: ``async_batch`` and
+``async_batch_bounded`` (``batch.py``), ``async_pipeline`` (``pipeline.py``), ``priority`` (``priority.py``); and
+the ``skyrl bench`` command (``skyrl bench dispatch``), which benchmarks any registered dispatcher."""
+
+from __future__ import annotations
+
+from skyrl_core.dispatchers import Dispatcher
+from skyrl_core.hookspecs import hookimpl
+
+from .batch import AsyncBatchDispatcher, BoundedBatchDispatcher
+from .pipeline import PipelineDispatcher
+from .priority import PriorityDispatcher
+
+BUILTIN_DISPATCHERS: dict[str, type[Dispatcher]] = {
+    "async_batch": AsyncBatchDispatcher,
+    "async_batch_bounded": BoundedBatchDispatcher,
+    "async_pipeline": PipelineDispatcher,
+    "priority": PriorityDispatcher,
+}
+
+
+@hookimpl(trylast=True)
+def register_dispatchers(register):
+    for name, cls in BUILTIN_DISPATCHERS.items():
+        register(cls, name=name)
+
+
+@hookimpl(trylast=True)
+def register_commands(register):
+    from skyrl_core.bench.cli import bench_app  # typer only; the simulation and matplotlib load inside the command
+
+    register(bench_app, name="bench")
