@@ -29,6 +29,8 @@ from skyrl_core import Tool, ToolContext, ToolResult
 from .runtime import workspace_for_tool
 
 from .index import CodeIndex, Symbol, code_tokens
+from .search_prose import MODULE_KIND, is_test_path, module_symbol, prose_index
+from .search_resolve import module_table, resolve
 
 DEFAULT_RESULTS = 5
 MAX_LINES = 60
@@ -39,6 +41,13 @@ _PREFIXES = {"class": "class", "def": "function", "function": "function", "func"
 _QUALIFIED_PATH = re.compile(r"^(?P<path>[\w./-]+\.pyi?)(?::(?P<qual>[\w.]+))?(?::(?P<line>\d+))?$")
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
 _IDENT = re.compile(r"^[A-Za-z_]\w*$")
+# evidence that is a string, not a definition name: a quoted literal, a message id (E1101, fields.E304,
+# admin.W411), an option or config key with a hyphen (--max-line-length, max-line-length)
+_QUOTED = re.compile(r"^(?P<q>['\"])(?P<body>.+)(?P=q)$", re.DOTALL)
+_MESSAGE_ID = re.compile(r"^(?:[a-z_]+\.)?[A-Z]{1,4}\d{2,5}$")
+_KEY = re.compile(r"^-{0,2}[A-Za-z_][\w]*(?:-[\w]+)+$")
+FUZZY_FLOOR = 80  # rapidfuzz ratio (0-100) a name must reach to be offered as a close match
+FUZZY_MIN_LEN = 3  # shorter definition names are never offered as fuzzy matches
 
 
 @attrs.define
@@ -48,13 +57,10 @@ class SearchOutput:
     text: str
     mode: str
     refs: list[str] = attrs.Factory(list)
+    total: int = 0  # how many definitions matched before truncation (0 when not counted)
 
 
-def _is_test_path(path: str) -> bool:
-    parts = path.split("/")
-    name = parts[-1]
-    return name.startswith("test_") or name.endswith("_test.py") or any(p in ("tests", "test", "testing")
-                                                                          for p in parts[:-1])
+_is_test_path = is_test_path  # the name the benchmark and older callers import
 
 
 def _rank_key(sym: Symbol) -> tuple:
@@ -70,13 +76,13 @@ class Searcher:
 
     # -- entry -------------------------------------------------------------------------------------------------
     def search(self, query: str, max_results: int = DEFAULT_RESULTS, path: str | None = None,
-               kind: str | None = None, max_lines: int = MAX_LINES) -> SearchOutput:
-        self.index.refresh()
+               kind: str | None = None, max_lines: int = MAX_LINES, refresh: bool = True) -> SearchOutput:
+        """Answer one query (forms in the module docstring). ``refresh=False`` skips the index refresh, for a
+        caller that has just refreshed and runs many queries (:func:`skyrl_swe.localize.localize`)."""
+        if refresh:
+            self.index.refresh()
         query = query.strip()
-        self.scope = (path or "").strip("./") if path and path not in (".", "./") else ""
-        self.kind = kind
-        self.max_results = max(1, max_results)
-        self.max_lines = max_lines
+        self.configure(path, kind, max_results, max_lines)
         if not query:
             return SearchOutput("Empty query. Hint: search a name (`camelize`), a qualified path "
                                 "(`pkg/mod.py:Class.method`), `subclass:Base`, `calls:func` or `text:words`.", "none")
@@ -90,11 +96,23 @@ class Searcher:
         m = _QUALIFIED_PATH.match(query)
         if m:
             return self._qualified_path(m.group("path"), m.group("qual"), m.group("line"))
+        if _QUOTED.match(query):
+            return self._string(_QUOTED.match(query).group("body"))
+        if _MESSAGE_ID.match(query) or _KEY.match(query):
+            return self._string(query)
         if _DOTTED.match(query):
             return self._dotted(query)
         if _IDENT.match(query):
             return self._by_name(query, kinds={kind} if kind else None)
         return self._bm25(query)
+
+    def configure(self, path: str | None = None, kind: str | None = None, max_results: int = DEFAULT_RESULTS,
+                  max_lines: int = MAX_LINES) -> None:
+        """Set the scope (files under ``path``), kind filter and output limits the next lookups use."""
+        self.scope = (path or "").strip("./") if path and path not in (".", "./") else ""
+        self.kind = kind
+        self.max_results = max(1, max_results)
+        self.max_lines = max_lines
 
     # -- helpers -----------------------------------------------------------------------------------------------
     def _in_scope(self, path: str) -> bool:
@@ -107,6 +125,12 @@ class Searcher:
         """The code of ``sym`` with line numbers, or its skeleton when longer than ``max_lines``; returns
         (text, is_skeleton)."""
         lines = self.index.lines(sym.path)
+        if sym.kind == MODULE_KIND:
+            outline = [f"{'  ' * s.qualname.count('.')}{s.kind} {s.name}  lines {s.start}-{s.end}"
+                       for s in self.index.files[sym.path].symbols[:12]]
+            return (f"## {sym.path}  module ({sym.end} lines)\n" + "\n".join(f"{n:6d}  {lines[n - 1]}" for n in
+                    range(1, min(len(lines), 8) + 1)) + ("\n  outline: " + "; ".join(outline) if outline else ""),
+                    True)
         head = f"## {sym.path}:{sym.start}-{sym.end}  {sym.kind} {sym.qualname}"
         if sym.bases:
             head += f"({', '.join(sym.bases)})"
@@ -150,9 +174,11 @@ class Searcher:
         if hint is None:
             hint = self._hint(shown, syms, skeletons)
         parts.append("Hint: " + hint)
-        return SearchOutput("\n\n".join(parts), mode, [s.ref for s in shown])
+        return SearchOutput("\n\n".join(parts), mode, [s.ref for s in shown], total=len(syms))
 
     def _hint(self, shown: list[Symbol], syms: list[Symbol], skeletons: list[Symbol]) -> str:
+        if skeletons and skeletons[0].kind == MODULE_KIND:
+            return f"search `{skeletons[0].path}` for the file's full outline."
         if skeletons:
             sk = skeletons[0]
             lines = self.index.files[sk.path].symbols
@@ -178,6 +204,11 @@ class Searcher:
         if exact:
             exact.sort(key=_rank_key)
             return self._results(exact, "name", f"{len(exact)} {what}(s) named '{name}':")
+        module = module_table(self.index).get(name) if not kinds and not self.kind else None
+        if module is not None and self._in_scope(module):
+            out = self._outline(module)
+            return SearchOutput(f"No definition named '{name}'; module {name} is {module}:\n" + out.text, "module",
+                                out.refs)
         from rapidfuzz import fuzz, process
 
         if not kinds and not self.scope and not self.kind:
@@ -188,15 +219,24 @@ class Searcher:
             lowered_names = [n.lower() for n in names]
         lowered = name.lower()
         exact_ci = [n for n, low in zip(names, lowered_names) if low == lowered]
+        # plain edit-distance ratio, not WRatio: WRatio's partial matching scores a 1-2 character name inside
+        # the query high, so every miss used to come back with confident noise
+        floor_len = max(FUZZY_MIN_LEN, len(lowered) // 2)
         scored = [(names[i], score, i) for _m, score, i in process.extract(
-            lowered, lowered_names, scorer=fuzz.WRatio, limit=self.max_results * 2, score_cutoff=60)]
+            lowered, lowered_names, scorer=fuzz.ratio, limit=self.max_results * 4, score_cutoff=FUZZY_FLOOR)
+            if len(names[i]) >= floor_len]
         candidates = exact_ci + [n for n, _score, _ in scored if n not in exact_ci]
         syms: list[Symbol] = []
         for cand in candidates:
-            syms += sorted((s for s in table[cand] if self._in_scope(s.path) and (not kinds or s.kind in kinds)),
-                           key=_rank_key)
+            syms += [s for s in table[cand] if self._in_scope(s.path) and (not kinds or s.kind in kinds)
+                     and (not self.kind or s.kind == self.kind)]
+        # case-insensitive exact names first, then by closeness; source before tests across every candidate
+        order = {cand: i for i, cand in enumerate(candidates)}
+        syms.sort(key=lambda s: (is_test_path(s.path), order[s.name], _rank_key(s)))
         if not syms:
-            return self._bm25(name, note=f"No {what} named '{name}' or close to it; ranked by text similarity:")
+            return SearchOutput(f"No {what} named '{name}' and no close match (no name of {floor_len}+ characters "
+                                f"reaches {FUZZY_FLOOR}/100 similarity).\n\nHint: `text:{name}` searches file "
+                                f"contents, `{name} some words` ranks definitions by text similarity.", "none")
         closest = ", ".join(dict.fromkeys(s.name for s in syms[: self.max_results]))
         return self._results(syms, "fuzzy", f"No {what} named exactly '{name}'; closest names: {closest}",
                              hint=f"search one of [{closest}] exactly, or `text:{name}` for a substring search.")
@@ -244,18 +284,29 @@ class Searcher:
         return SearchOutput("\n".join(rows) + "\n\nHint: " + hint, "outline", [path])
 
     def _dotted(self, query: str) -> SearchOutput:
-        parts = query.split(".")
-        # pkg.mod.Class.method: the longest module prefix that is a file
-        for cut in range(len(parts) - 1, 0, -1):
-            for candidate in ("/".join(parts[:cut]) + ".py", "/".join(parts[:cut]) + "/__init__.py"):
-                tails = [p for p in self.index.files if p == candidate or p.endswith("/" + candidate)]
-                if tails:
-                    return self._qualified_path(tails[0], ".".join(parts[cut:]), None)
+        """``pkg.mod.Class.method``: every module/attribute split, imports and re-exports followed
+        (:mod:`skyrl_swe.search_resolve`); then ``Class.method`` as a qualified-name suffix anywhere; then a
+        plain name search for the last part, with the reason shown; then a string search for the whole."""
+        found = resolve(self.index, query)
+        if found.module is not None and self._in_scope(found.module):
+            out = self._outline(found.module)
+            return SearchOutput(f"{found.how}:\n" + out.text, "module", out.refs)
+        syms = [s for s in found.symbols if self._in_scope(s.path) and (not self.kind or s.kind == self.kind)]
+        if syms:
+            return self._results(syms, "qualname", f"{query} resolves to {found.how}:")
         matches = [s for s in self._symbols() if s.qualname == query or s.qualname.endswith("." + query)]
         if matches:
             matches.sort(key=_rank_key)
             return self._results(matches, "qualname", f"{len(matches)} definition(s) of '{query}':")
-        return self._by_name(parts[-1])
+        last = query.rsplit(".", 1)[-1]
+        fallback = self._by_name(last)
+        if fallback.mode == "none":
+            text = self._string(query)
+            if text.mode == "string":
+                return attrs.evolve(text, text=f"'{query}' names no definition ({found.reason}); it occurs as "
+                                    f"text:\n" + text.text)
+        return attrs.evolve(fallback, text=f"'{query}' does not resolve ({found.reason}); searched '{last}' by "
+                            f"name instead.\n" + fallback.text)
 
     def _subclass(self, base: str) -> SearchOutput:
         short = base.rsplit(".", 1)[-1]
@@ -386,17 +437,45 @@ class Searcher:
                 out.append((sym, float(scores[i])))
         return out
 
+    def prose_rank(self, query: str, k: int) -> list[Symbol]:
+        """The ``k`` best modules and definitions for ``query`` by fielded BM25 (:mod:`skyrl_swe.search_prose`);
+        tests only when the scope is inside a test tree."""
+        tests = bool(self.scope) and is_test_path(self.scope + ("/x.py" if not self.scope.endswith(".py") else ""))
+        hits = prose_index(self.index).rank(query, k, include_tests=tests, keep=lambda s: self._in_scope(s.path)
+                                            and (not self.kind or s.kind == self.kind))
+        return [h.symbol for h in hits]
+
     def _bm25(self, query: str, note: str | None = None) -> SearchOutput:
-        ranked = self.bm25_rank(query, self.max_results * 4)
-        if not ranked:
+        syms = self.prose_rank(query, self.max_results * 4)
+        if not syms:
             return SearchOutput(f"Nothing matches '{query}'.\n\nHint: search a class or function name, or "
                                 f"`text:<exact words>`.", "bm25")
-        syms = [s for s, _ in ranked]
         header = note or f"No definition matches '{query}' by name; ranked by text similarity (BM25):"
-        best = syms[0]
+        best = next((s for s in syms if s.kind != MODULE_KIND), syms[0])
         return self._results(syms, "bm25", header, hint=f"search a name from these results exactly (e.g. "
                              f"`{best.ref}`), or `calls:{best.name}` for its call sites.")
 
+    def _string(self, needle: str) -> SearchOutput:
+        """A string the issue quotes (config key, message id, literal): the definitions whose code contains it,
+        most occurrences first, source before tests; module-level occurrences stand for their file."""
+        rows = self._scan(needle.encode(), fold=False) or self._scan(needle.lower().encode(), fold=True)
+        if not rows:
+            return SearchOutput(f"'{needle}' occurs in no indexed file.\n\nHint: search a definition name, or a "
+                                f"few words for text similarity.", "none")
+        hits: dict[Symbol, int] = {}
+        for path, line, _text in rows:
+            entry = self.index.files[path]
+            sym = entry.enclosing(line) or module_symbol(path, entry.n_lines)
+            if self.kind and sym.kind != self.kind:
+                continue
+            hits[sym] = hits.get(sym, 0) + 1
+        syms = sorted(hits, key=lambda s: (is_test_path(s.path), -hits[s], s.kind == MODULE_KIND, s.path, s.start))
+        if not syms:
+            return self._text(needle)
+        out = self._results(syms, "string", f"'{needle}' occurs {len(rows)}{'+' if len(rows) > 500 else ''} "
+                            f"time(s), in {len(syms)} definition(s) or module(s):",
+                            hint=f"`text:{needle}` lists every line.")
+        return out
 
 def _docstring_lines(lines: list[str], header_end: int) -> list[int]:
     """Line numbers of the docstring that starts right after the signature (first three lines at most)."""
