@@ -347,7 +347,7 @@ def measure(rows: list[dict], max_queries: int, memo_path: Path,
                 for k in (5, 10):
                     out[f"{method}_function@{k}"] = any(s in gold_syms for s in syms[:k])
         results.append(out)
-        log.info("%s: %s", iid, {k: v for k, v in out.items() if "@" in k})
+        log.info("%s: file@5 %s", iid, " ".join(f"{m}={int(out[f'{m}_file@5'])}" for m in METHODS))
     return results
 
 

@@ -7,8 +7,16 @@ Query forms (one string; the first that applies wins):
 - ``Class.method`` or ``pkg.mod.func`` — a dotted qualified name;
 - ``class:X`` / ``def:X`` / ``method:X`` — every class / function / method named X (fuzzy when none is exact);
 - ``subclass:Y`` — classes deriving from Y; ``calls:Z`` — call sites of Z; ``text:some words`` — substring;
-- a bare identifier — definitions with that name, fuzzy-matched with rapidfuzz when none matches exactly;
-- anything else (several words, prose) — BM25 over function, method and class bodies.
+- a quoted literal (``"max_age"``), a hyphenated option or config key, a message id (``E1101``) — content search,
+  hits grouped by their enclosing definitions;
+- a bare identifier — definitions with that name; else the module of that name; else, for a name the code uses
+  but never defines, the definitions that use it as a word; else names within :data:`FUZZY_FLOOR` (rapidfuzz
+  ratio, names of :data:`FUZZY_MIN_LEN`+ characters); else "no close match" and a ``text:`` hint;
+- a dotted name resolves through every module/attribute split and through re-exports
+  (:mod:`skyrl_swe.search_resolve`), then falls back to a plain name search with the reason shown;
+- anything else (several words, prose) — fielded BM25 over modules and definitions (:mod:`skyrl_swe.search_prose`).
+
+Test and fixture files rank after source in every form; ``path`` into a test tree still reaches them.
 
 Results show the code with line numbers, or a skeleton (signature, docstring, member signatures with line
 ranges) when a body is longer than ``max_lines``; the output ends with a hint for a more precise next query.
@@ -29,7 +37,7 @@ from skyrl_core import Tool, ToolContext, ToolResult
 from .runtime import workspace_for_tool
 
 from .index import CodeIndex, Symbol, code_tokens
-from .search_prose import MODULE_KIND, is_test_path, module_symbol, prose_index
+from .search_prose import MODULE_KIND, file_words, is_test_path, module_symbol, prose_index
 from .search_resolve import module_table, resolve
 
 DEFAULT_RESULTS = 5
@@ -226,6 +234,12 @@ class Searcher:
             lowered, lowered_names, scorer=fuzz.ratio, limit=self.max_results * 4, score_cutoff=FUZZY_FLOOR)
             if len(names[i]) >= floor_len]
         candidates = exact_ci + [n for n, _score, _ in scored if n not in exact_ci]
+        if not exact_ci and not kinds:
+            # a name the code uses but never defines (a parameter, attribute, keyword, config key) says more
+            # where it is used than any fuzzy neighbour does
+            used = self._usage(name, [n for n, _score, _ in scored[:3]])
+            if used is not None:
+                return used
         syms: list[Symbol] = []
         for cand in candidates:
             syms += [s for s in table[cand] if self._in_scope(s.path) and (not kinds or s.kind in kinds)
@@ -455,6 +469,37 @@ class Searcher:
         return self._results(syms, "bm25", header, hint=f"search a name from these results exactly (e.g. "
                              f"`{best.ref}`), or `calls:{best.name}` for its call sites.")
 
+    def _usage(self, word: str, close: list[str]) -> SearchOutput | None:
+        """Definitions whose code uses ``word`` as a whole identifier (most uses first, source before tests),
+        or None when no indexed file does. Files are pre-filtered by their identifier sets
+        (:func:`skyrl_swe.search_prose.file_words`, cached by content hash)."""
+        key = word.encode()
+        hits: dict[Symbol, int] = {}
+        n_lines = 0
+        for path, entry in self.index.files.items():
+            if not self._in_scope(path) or word not in file_words(entry):
+                continue
+            data = entry.data
+            start = 0
+            while (pos := data.find(key, start)) >= 0:
+                start = pos + len(key)
+                before = data[pos - 1: pos] if pos else b" "
+                after = data[start: start + 1] or b" "
+                if before.isalnum() or before == b"_" or after.isalnum() or after == b"_":
+                    continue
+                line = data.count(b"\n", 0, pos) + 1
+                sym = entry.enclosing(line) or module_symbol(path, entry.n_lines)
+                if not self.kind or sym.kind == self.kind:
+                    hits[sym] = hits.get(sym, 0) + 1
+                    n_lines += 1
+        if not hits:
+            return None
+        syms = sorted(hits, key=lambda s: (is_test_path(s.path), -hits[s], s.kind == MODULE_KIND, s.path, s.start))
+        near = f" (closest names: {', '.join(close)})" if close else ""
+        return self._results(syms, "usage", f"No definition named '{word}'{near}; it is used {n_lines} time(s) in "
+                             f"{len(syms)} definition(s) or module(s):",
+                             hint=f"`text:{word}` lists every line; `calls:{word}` its call sites.")
+
     def _string(self, needle: str) -> SearchOutput:
         """A string the issue quotes (config key, message id, literal): the definitions whose code contains it,
         most occurrences first, source before tests; module-level occurrences stand for their file."""
@@ -532,7 +577,9 @@ search_tool = Tool(
         "Search the repository's code by structure. Query forms: a name (`camelize`, fuzzy when not exact); a "
         "qualified path (`pkg/mod.py:Class.method`, or `pkg/mod.py` for a file outline); a dotted name "
         "(`Class.method`); `class:X`, `def:X`, `method:X`; `subclass:Base` (classes deriving from Base); "
-        "`calls:func` (call sites); `text:exact words` (substring); or a few words (ranked by BM25). "
+        "`calls:func` (call sites); `text:exact words` (substring); a quoted string, option key (`max-line-length`) or "
+        "message id (`E1101`): the definitions containing it; a name used but never defined: where it is used; or "
+        "a few words (fielded BM25 over modules and definitions, tests last). "
         "Shows code with line numbers (an outline for long bodies) and a hint for the next query."),
     parameters={
         "type": "object",

@@ -19,6 +19,9 @@ them. Built lazily on the first prose query and rebuilt when the index version c
 from __future__ import annotations
 
 import logging
+import re
+import threading
+from collections import OrderedDict
 
 import attrs
 
@@ -60,6 +63,28 @@ def _docstring_span(lines: list[str], first: int) -> tuple[int, int] | None:
                 end += 1
             return first, min(end + 1, len(lines))
     return None
+
+
+_WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+_WORDS: OrderedDict[str, frozenset[str]] = OrderedDict()
+_WORDS_LOCK = threading.Lock()
+WORDS_CAPACITY = 100_000
+
+
+def file_words(entry) -> frozenset[str]:
+    """The identifiers occurring in an indexed file (a content index for word search), memoised by the file's
+    SHA-1 in a bounded process-wide LRU so copies of one repository are scanned once."""
+    with _WORDS_LOCK:
+        words = _WORDS.get(entry.sha1)
+        if words is not None:
+            _WORDS.move_to_end(entry.sha1)
+            return words
+    words = frozenset(w.decode("ascii") for w in set(_WORD.findall(entry.data)))
+    with _WORDS_LOCK:
+        _WORDS[entry.sha1] = words
+        while len(_WORDS) > WORDS_CAPACITY:
+            _WORDS.popitem(last=False)
+    return words
 
 
 @attrs.frozen

@@ -103,6 +103,16 @@ def test_tests_and_fixtures_rank_after_source_in_every_mode(repo):
     assert s.search("apply_tax", kind="function", path="shop/tests").refs == ["shop/tests/test_api.py:apply_tax"]
 
 
+def test_a_name_used_but_never_defined_shows_where_it_is_used(repo):
+    s = Searcher(CodeIndex(repo))
+    out = s.search("rate")  # a local variable: no definition, no close name
+    # most uses first (4 in apply_tax, 1 in the module's TAX_KEY string), the test file last
+    assert out.mode == "usage"
+    assert out.refs == ["shop/pricing.py:apply_tax", "shop/pricing.py:<module>", "shop/tests/test_api.py:apply_tax"]
+    assert "used 9 time(s) in 3 definition(s)" in out.text and "`text:rate`" in out.text
+    assert s.search("rat").mode == "none"  # not a whole word anywhere
+
+
 def test_strings_route_to_content_search_and_map_to_definitions(repo):
     s = Searcher(CodeIndex(repo))
     key = s.search("vat-rate-percent")
@@ -170,7 +180,8 @@ def test_attacks_symlinks_huge_binary_and_traversal(repo, tmp_path):
     for scope in ("../", "../../..", "/etc", str(tmp_path)):
         out = s.search("money_format", path=scope)
         assert not any("secret" in r for r in out.refs)
-    assert s.search("binary_def").mode in ("name", "fuzzy", "none")  # a binary file parses without raising
+    binary = s.search("binary_def")  # a binary file is indexed without raising; the word is found in it
+    assert binary.mode == "usage" and binary.refs == ["shop/blob.py:<module>"]
     issue = f'File "{secret}", line 2, in stolen_password\nsee ../secret.py and `stolen_password` "hunter2-secret-key"'
     loc = localize(index, issue)
     assert not any("secret" in p for p, _ in loc.files) and 'return "hunter2' not in render(loc)
