@@ -25,12 +25,20 @@ import attrs
 
 from .index import CodeIndex, Symbol
 from .search import Searcher
-from .search_prose import MODULE_KIND, is_test_path
+from .search_prose import MODULE_KIND, is_test_path, prose_index
 
 MAX_TEXT = 50_000  # characters of issue text read (the rest is ignored)
 RRF_K = 5
-WEIGHTS = {"frame": 1.5, "path": 1.2, "qualname": 1.0, "module": 0.8, "path_query": 1.0, "name": 0.8,
-           "string": 0.5, "fuzzy": 0.2, "bm25": 0.2, "prose": 2.0}
+WEIGHTS = {"frame": 1.5, "path": 0.6, "qualname": 1.0, "module": 0.5, "outline": 0.5, "name": 0.8,
+           "string": 0.5, "usage": 0.15, "fuzzy": 0.2, "bm25": 0.2, "prose": 3.0}
+AUX_WEIGHT = 0.3  # examples, docs, benchmarks, setup scripts: read by users, rarely where a fix goes
+_AUX_DIRS = frozenset({"examples", "example", "docs", "doc", "benchmarks", "asv_bench", "scripts"})
+
+
+def is_aux_path(path: str) -> bool:
+    """A file outside the library proper: under examples/docs/benchmarks/scripts, or setup.py/conf.py."""
+    parts = path.split("/")
+    return parts[-1] in ("setup.py", "conf.py", "noxfile.py") or any(p in _AUX_DIRS for p in parts[:-1])
 
 # -- evidence in an issue text --------------------------------------------------------------------------------
 _CODE_SPAN = re.compile(r"`{1,3}([^`]{1,2000})`{1,3}")
@@ -135,10 +143,12 @@ class _Fusion:
 
     def add(self, label: str, weight: float, syms: list[Symbol], files: list[str] | None = None) -> None:
         for rank, sym in enumerate(dict.fromkeys(s for s in syms if s.kind != MODULE_KIND)):
-            self.syms[sym] = self.syms.get(sym, 0.0) + weight / (RRF_K + rank)
+            aux = AUX_WEIGHT if is_aux_path(sym.path) else 1.0
+            self.syms[sym] = self.syms.get(sym, 0.0) + aux * weight / (RRF_K + rank)
         ordered = list(dict.fromkeys((files or []) + [s.path for s in syms]))
         for rank, path in enumerate(ordered):
-            self.files[path] = self.files.get(path, 0.0) + weight / (RRF_K + rank)
+            aux = AUX_WEIGHT if is_aux_path(path) else 1.0
+            self.files[path] = self.files.get(path, 0.0) + aux * weight / (RRF_K + rank)
             if label not in self.evidence.setdefault(path, []):
                 self.evidence[path].append(label)
 
@@ -186,11 +196,17 @@ def localize(index: CodeIndex, text: str, max_queries: int = 10, path: str | Non
         if not files:
             continue
         weight = WEIGHTS.get(out.mode, 0.2)
-        if out.mode in ("name", "string", "fuzzy") and out.total > 1:
+        if out.mode in ("name", "string", "usage", "fuzzy") and out.total > 1:
             weight *= max(0.25, min(1.0, 2 / math.sqrt(out.total)))  # a name defined everywhere says little
         fusion.add(f"{out.mode}:{q}", weight, syms, files)
-    prose = [s for s in searcher.prose_rank(text[:MAX_TEXT], 60) if scope_ok(s.path)]
-    fusion.add("prose", WEIGHTS["prose"], prose)
+    hits = [h for h in prose_index(index).rank(text[:MAX_TEXT], 100, keep=lambda s: scope_ok(s.path))]
+    # a file's prose score: its best documents, decaying (1, 1/2, 1/4), so one lucky definition does not
+    # outrank a file where several match
+    per_file: dict[str, list[float]] = {}
+    for h in hits:
+        per_file.setdefault(h.symbol.path, []).append(h.score)
+    file_rank = sorted(per_file, key=lambda p: -sum(v / 2 ** i for i, v in enumerate(per_file[p][:3])))
+    fusion.add("prose", WEIGHTS["prose"], [h.symbol for h in hits[:60]], file_rank)
     files = sorted(fusion.files.items(), key=lambda kv: (-kv[1], kv[0]))
     # a definition in a strongly indicated file gains a little of its file's score
     fscore = dict(files)
