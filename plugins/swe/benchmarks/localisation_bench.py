@@ -1,23 +1,28 @@
-"""Localisation quality of the ``search`` tool against plain grep and BM25 on SWE-bench Lite rows.
+"""Localisation quality of ``search`` and ``localize`` against plain grep and BM25 on SWE-bench Lite rows.
 
 For each row whose repository's released source at the row's ``version`` is on the package index as a source
 distribution (``NAME==X.Y``, else ``X.Y.1``, ``X.Y.2``; downloaded once into the plugin cache), the question is
-whether the gold patch's file and function appear in the top 5 results of each method:
+whether the gold patch's file is in the top 1/5/10 and a gold function in the top 5/10 of each method:
 
 - ``search``: the plugin's search tool (:class:`skyrl_swe.search.Searcher`), one query per identifier taken from
-  the problem statement (in order of first appearance, at most ``--max-queries``); the per-query rankings are
-  merged round-robin (every query's first result, then every second result, ...);
-- ``grep``: ``grep -rnwF`` for the same identifiers over the project's ``.py`` files; files and enclosing
-  definitions are ranked by how many distinct identifiers they contain, then by the number of matching lines;
-- ``bm25``: BM25 (bm25s) over every definition's code, queried with the whole problem statement (the retrieval
-  baseline of the SWE-bench paper, at definition granularity); files in order of their best definition;
-  ``bm25_ids`` is the same index queried with only the identifiers ``search`` and ``grep`` get.
+  the problem statement (:func:`skyrl_swe.localize.identifiers`, at most ``--max-queries``), 5 results each as the
+  agent sees them; the per-query rankings are merged round-robin, queries that matched a definition exactly
+  (name, qualified name, path) before the others;
+- ``search_prose``: the tool's prose form on the whole statement (fielded BM25, :mod:`skyrl_swe.search_prose`);
+- ``localize``: :func:`skyrl_swe.localize.localize` on the whole statement (the tool's and ``skyrl swe
+  localize``'s ranking);
+- ``grep``: ``grep -rnwF`` for the same identifiers as ``search`` over the project's ``.py`` files; files and
+  enclosing definitions are ranked by how many distinct identifiers they contain, then by the number of matching
+  lines;
+- ``bm25``: plain BM25 (bm25s) over every definition's code, queried with the whole problem statement (the
+  retrieval baseline of the SWE-bench paper, at definition granularity); files in order of their best
+  definition; ``bm25_ids`` is the same index queried with only the identifiers ``search`` and ``grep`` get.
 
 Test files are left out of every ranking (the gold patches of SWE-bench never touch them). Gold files are the
 patch's files; gold functions are the innermost definitions (function, method or class) around the lines the
 patch changes, located in the released source the way ``patch`` places hunks (any offset, up to 3 lines of
 context fuzz) — only for rows where every hunk was placed; a row whose patch changes only module-level code has
-no gold function. ``search`` ranks the results of queries that matched a definition exactly before the others.
+no gold function. The table has one row per method and one per repository (file R@5 / function R@10).
 
     python plugins/swe/benchmarks/localisation_bench.py              # the versioned Lite rows in shared data
     python plugins/swe/benchmarks/localisation_bench.py --rows ROWS.json --out results.json

@@ -18,10 +18,12 @@ import attrs
 from .index import CodeIndex, Symbol
 
 MAX_HOPS = 6
-_FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+(?P<mod>\.*[\w.]*)[ \t]+import[ \t]+(?P<names>\([^)]*\)|[^\n#;]+)",
-                          re.MULTILINE)
-_IMPORT_AS = re.compile(r"^[ \t]*import[ \t]+(?P<mod>[\w.]+)[ \t]+as[ \t]+(?P<alias>\w+)", re.MULTILINE)
-_ALL = re.compile(r"^__all__\s*(?:\+?=|:[^=]*=)\s*[\[(](?P<names>[^\])]*)[\])]", re.MULTILINE)
+# every repetition is bounded: an unclosed "(" or "[" repeated through a hostile 2 MB file must not make the
+# scan quadratic
+_FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+(?P<mod>\.{0,10}[\w.]{0,300})[ \t]+import[ \t]+"
+                          r"(?P<names>\([\w\s,\\#.:-]{0,5000}\)|[^\n#;]{1,2000})", re.MULTILINE)
+_IMPORT_AS = re.compile(r"^[ \t]*import[ \t]+(?P<mod>[\w.]{1,300})[ \t]+as[ \t]+(?P<alias>\w{1,200})", re.MULTILINE)
+_ALL = re.compile(r"^__all__[ \t]*(?:\+?=|:[^=\n]{0,200}=)[ \t]*[\[(]", re.MULTILINE)
 _NAME_AS = re.compile(r"(?P<name>\w+)(?:\s+as\s+(?P<alias>\w+))?")
 
 
@@ -101,8 +103,12 @@ def imports(index: CodeIndex, path: str) -> dict[str, str]:
 
 def exported(index: CodeIndex, path: str) -> list[str] | None:
     """The names in ``path``'s ``__all__`` (a literal list or tuple), or None when it has none."""
-    m = _ALL.search(index.text(path))
-    return re.findall(r"['\"](\w+)['\"]", m.group("names")) if m else None
+    text = index.text(path)
+    m = _ALL.search(text)
+    if m is None:
+        return None
+    end = min(i for i in (text.find("]", m.end()), text.find(")", m.end()), m.end() + 20_000, len(text)) if i >= 0)
+    return re.findall(r"['\"](\w+)['\"]", text[m.end(): end])
 
 
 def _in_module(index: CodeIndex, path: str, attr: list[str], hops: int, chain: list[str]) -> Resolution | None:

@@ -199,6 +199,23 @@ def test_attack_hostile_issue_text_is_bounded(repo):
     assert identifiers(nasty) is not None and strings(nasty) is not None
 
 
+def test_attack_hostile_imports_are_read_in_linear_time(tmp_path):
+    """An agent-written __init__.py full of unclosed import parentheses and __all__ brackets (2 MB)."""
+    root = tmp_path / "repo"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "__init__.py").write_text(("from .x import (a,\n" * 50_000 + "__all__ = [\n" * 50_000)[:1_900_000])
+    (root / "pkg" / "x.py").write_text("def a():\n    return 1\n")
+    index = CodeIndex(root)
+    index.refresh()
+    from skyrl_swe.search_resolve import exported
+
+    t0 = time.perf_counter()
+    found = resolve(index, "pkg.a")
+    names = exported(index, "pkg/__init__.py")
+    assert time.perf_counter() - t0 < 10  # was quadratic: 93 s for the __all__ scan alone
+    assert [s.ref for s in found.symbols] == ["pkg/x.py:a"] and names == []
+
+
 async def test_localize_tool_on_a_sandbox(ctx):
     res = await localize_tool.call({"issue": "`camelize` drops the first letter when uppercase_first_letter is "
                                              "False", "max_results": 3}, ctx)
