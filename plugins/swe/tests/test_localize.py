@@ -248,3 +248,26 @@ def test_skyrl_swe_localize_command(repo, tmp_path):
                               str(rows), "--source", str(tmp_path / "nope")], capture_output=True, text=True,
                              env=env, timeout=120)
     assert missing.returncode != 0 and "is not a directory" in missing.stdout + missing.stderr
+
+
+def test_localisation_benchmark_merges_and_reports_per_repository(project_src):
+    """The benchmark's per-identifier merges and its table (the figures in the README come from these)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "localisation_bench.py"
+    spec = importlib.util.spec_from_file_location("localisation_bench", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    searcher = Searcher(CodeIndex(project_src))
+    rr, votes, files = bench.rank_search(searcher, ["transmogrify_x", "camelize", "inflection.pluralize"])
+    assert rr[:2] == [("inflection/__init__.py", "camelize"), ("inflection/__init__.py", "pluralize")]
+    assert files == ["inflection/__init__.py"] and votes[0] in rr
+    row = {"measured": True, "repo": "jpvanhal/inflection", "gold_functions": ["inflection/__init__.py:camelize"]}
+    for method in bench.METHODS:
+        row.update({f"{method}_file@1": method == "localize", f"{method}_file@5": True, f"{method}_file@10": True,
+                    f"{method}_function@5": False, f"{method}_function@10": method != "grep"})
+    text = bench.table([row, {"measured": False, "instance_id": "x-1", "reason": "no sdist"}])
+    assert "rows measured: 1 of 2 (gold function located in 1)" in text
+    assert "| localize | 1/1 (100 %) | 1/1 (100 %) | 1/1 (100 %) | 0/1 (0 %) | 1/1 (100 %) |" in text
+    assert "| grep | 0/1 (0 %) | 1/1 (100 %) | 1/1 (100 %) | 0/1 (0 %) | 0/1 (0 %) |" in text
+    assert "| jpvanhal/inflection | 1; 1 | 1 / 1 | 1 / 1 | 1 / 1 | 1 / 1 | 1 / 0 |" in text
