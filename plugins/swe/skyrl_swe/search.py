@@ -430,7 +430,9 @@ class Searcher:
         return self.index.derived("bm25", build)
 
     def bm25_rank(self, query: str, k: int) -> list[tuple[Symbol, float]]:
-        """The ``k`` best symbols for ``query`` by BM25 (Robertson & Zaragoza 2009) over code tokens."""
+        """The ``k`` best symbols for ``query`` by plain BM25 (Robertson & Zaragoza 2009) over each definition's
+        code tokens: the baseline the localisation benchmark compares against (the tool's prose form is
+        :meth:`prose_rank`). Returns (symbol, score) pairs, best first."""
         model, docs = self._bm25_index()
         if model is None:
             return []
