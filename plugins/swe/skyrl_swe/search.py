@@ -7,8 +7,16 @@ Query forms (one string; the first that applies wins):
 - ``Class.method`` or ``pkg.mod.func`` — a dotted qualified name;
 - ``class:X`` / ``def:X`` / ``method:X`` — every class / function / method named X (fuzzy when none is exact);
 - ``subclass:Y`` — classes deriving from Y; ``calls:Z`` — call sites of Z; ``text:some words`` — substring;
-- a bare identifier — definitions with that name, fuzzy-matched with rapidfuzz when none matches exactly;
-- anything else (several words, prose) — BM25 over function, method and class bodies.
+- a quoted literal (``"max_age"``), a hyphenated option or config key, a message id (``E1101``) — content search,
+  hits grouped by their enclosing definitions;
+- a bare identifier — definitions with that name; else the module of that name; else, for a name the code uses
+  but never defines, the definitions that use it as a word; else names within :data:`FUZZY_FLOOR` (rapidfuzz
+  ratio, names of :data:`FUZZY_MIN_LEN`+ characters); else "no close match" and a ``text:`` hint;
+- a dotted name resolves through every module/attribute split and through re-exports
+  (:mod:`skyrl_swe.search_resolve`), then falls back to a plain name search with the reason shown;
+- anything else (several words, prose) — fielded BM25 over modules and definitions (:mod:`skyrl_swe.search_prose`).
+
+Test and fixture files rank after source in every form; ``path`` into a test tree still reaches them.
 
 Results show the code with line numbers, or a skeleton (signature, docstring, member signatures with line
 ranges) when a body is longer than ``max_lines``; the output ends with a hint for a more precise next query.
@@ -29,6 +37,8 @@ from skyrl_core import Tool, ToolContext, ToolResult
 from .runtime import workspace_for_tool
 
 from .index import CodeIndex, Symbol, code_tokens
+from .search_prose import MODULE_KIND, file_words, is_test_path, module_symbol, prose_index
+from .search_resolve import module_table, resolve
 
 DEFAULT_RESULTS = 5
 MAX_LINES = 60
@@ -39,6 +49,13 @@ _PREFIXES = {"class": "class", "def": "function", "function": "function", "func"
 _QUALIFIED_PATH = re.compile(r"^(?P<path>[\w./-]+\.pyi?)(?::(?P<qual>[\w.]+))?(?::(?P<line>\d+))?$")
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
 _IDENT = re.compile(r"^[A-Za-z_]\w*$")
+# evidence that is a string, not a definition name: a quoted literal, a message id (E1101, fields.E304,
+# admin.W411), an option or config key with a hyphen (--max-line-length, max-line-length)
+_QUOTED = re.compile(r"^(?P<q>['\"])(?P<body>.+)(?P=q)$", re.DOTALL)
+_MESSAGE_ID = re.compile(r"^(?:[a-z_]+\.)?[A-Z]{1,4}\d{2,5}$")
+_KEY = re.compile(r"^-{0,2}[A-Za-z_][\w]*(?:-[\w]+)+$")
+FUZZY_FLOOR = 80  # rapidfuzz ratio (0-100) a name must reach to be offered as a close match
+FUZZY_MIN_LEN = 3  # shorter definition names are never offered as fuzzy matches
 
 
 @attrs.define
@@ -48,13 +65,10 @@ class SearchOutput:
     text: str
     mode: str
     refs: list[str] = attrs.Factory(list)
+    total: int = 0  # how many definitions matched before truncation (0 when not counted)
 
 
-def _is_test_path(path: str) -> bool:
-    parts = path.split("/")
-    name = parts[-1]
-    return name.startswith("test_") or name.endswith("_test.py") or any(p in ("tests", "test", "testing")
-                                                                          for p in parts[:-1])
+_is_test_path = is_test_path  # the name the benchmark and older callers import
 
 
 def _rank_key(sym: Symbol) -> tuple:
@@ -70,13 +84,13 @@ class Searcher:
 
     # -- entry -------------------------------------------------------------------------------------------------
     def search(self, query: str, max_results: int = DEFAULT_RESULTS, path: str | None = None,
-               kind: str | None = None, max_lines: int = MAX_LINES) -> SearchOutput:
-        self.index.refresh()
+               kind: str | None = None, max_lines: int = MAX_LINES, refresh: bool = True) -> SearchOutput:
+        """Answer one query (forms in the module docstring). ``refresh=False`` skips the index refresh, for a
+        caller that has just refreshed and runs many queries (:func:`skyrl_swe.localize.localize`)."""
+        if refresh:
+            self.index.refresh()
         query = query.strip()
-        self.scope = (path or "").strip("./") if path and path not in (".", "./") else ""
-        self.kind = kind
-        self.max_results = max(1, max_results)
-        self.max_lines = max_lines
+        self.configure(path, kind, max_results, max_lines)
         if not query:
             return SearchOutput("Empty query. Hint: search a name (`camelize`), a qualified path "
                                 "(`pkg/mod.py:Class.method`), `subclass:Base`, `calls:func` or `text:words`.", "none")
@@ -90,11 +104,23 @@ class Searcher:
         m = _QUALIFIED_PATH.match(query)
         if m:
             return self._qualified_path(m.group("path"), m.group("qual"), m.group("line"))
+        if _QUOTED.match(query):
+            return self._string(_QUOTED.match(query).group("body"))
+        if _MESSAGE_ID.match(query) or _KEY.match(query):
+            return self._string(query)
         if _DOTTED.match(query):
             return self._dotted(query)
         if _IDENT.match(query):
             return self._by_name(query, kinds={kind} if kind else None)
         return self._bm25(query)
+
+    def configure(self, path: str | None = None, kind: str | None = None, max_results: int = DEFAULT_RESULTS,
+                  max_lines: int = MAX_LINES) -> None:
+        """Set the scope (files under ``path``), kind filter and output limits the next lookups use."""
+        self.scope = (path or "").strip("./") if path and path not in (".", "./") else ""
+        self.kind = kind
+        self.max_results = max(1, max_results)
+        self.max_lines = max_lines
 
     # -- helpers -----------------------------------------------------------------------------------------------
     def _in_scope(self, path: str) -> bool:
@@ -107,6 +133,12 @@ class Searcher:
         """The code of ``sym`` with line numbers, or its skeleton when longer than ``max_lines``; returns
         (text, is_skeleton)."""
         lines = self.index.lines(sym.path)
+        if sym.kind == MODULE_KIND:
+            outline = [f"{'  ' * s.qualname.count('.')}{s.kind} {s.name}  lines {s.start}-{s.end}"
+                       for s in self.index.files[sym.path].symbols[:12]]
+            return (f"## {sym.path}  module ({sym.end} lines)\n" + "\n".join(f"{n:6d}  {lines[n - 1]}" for n in
+                    range(1, min(len(lines), 8) + 1)) + ("\n  outline: " + "; ".join(outline) if outline else ""),
+                    True)
         head = f"## {sym.path}:{sym.start}-{sym.end}  {sym.kind} {sym.qualname}"
         if sym.bases:
             head += f"({', '.join(sym.bases)})"
@@ -150,9 +182,11 @@ class Searcher:
         if hint is None:
             hint = self._hint(shown, syms, skeletons)
         parts.append("Hint: " + hint)
-        return SearchOutput("\n\n".join(parts), mode, [s.ref for s in shown])
+        return SearchOutput("\n\n".join(parts), mode, [s.ref for s in shown], total=len(syms))
 
     def _hint(self, shown: list[Symbol], syms: list[Symbol], skeletons: list[Symbol]) -> str:
+        if skeletons and skeletons[0].kind == MODULE_KIND:
+            return f"search `{skeletons[0].path}` for the file's full outline."
         if skeletons:
             sk = skeletons[0]
             lines = self.index.files[sk.path].symbols
@@ -178,6 +212,11 @@ class Searcher:
         if exact:
             exact.sort(key=_rank_key)
             return self._results(exact, "name", f"{len(exact)} {what}(s) named '{name}':")
+        module = module_table(self.index).get(name) if not kinds and not self.kind else None
+        if module is not None and self._in_scope(module):
+            out = self._outline(module)
+            return SearchOutput(f"No definition named '{name}'; module {name} is {module}:\n" + out.text, "module",
+                                out.refs)
         from rapidfuzz import fuzz, process
 
         if not kinds and not self.scope and not self.kind:
@@ -188,15 +227,30 @@ class Searcher:
             lowered_names = [n.lower() for n in names]
         lowered = name.lower()
         exact_ci = [n for n, low in zip(names, lowered_names) if low == lowered]
+        # plain edit-distance ratio, not WRatio: WRatio's partial matching scores a 1-2 character name inside
+        # the query high, so every miss used to come back with confident noise
+        floor_len = max(FUZZY_MIN_LEN, len(lowered) // 2)
         scored = [(names[i], score, i) for _m, score, i in process.extract(
-            lowered, lowered_names, scorer=fuzz.WRatio, limit=self.max_results * 2, score_cutoff=60)]
+            lowered, lowered_names, scorer=fuzz.ratio, limit=self.max_results * 4, score_cutoff=FUZZY_FLOOR)
+            if len(names[i]) >= floor_len]
         candidates = exact_ci + [n for n, _score, _ in scored if n not in exact_ci]
+        if not exact_ci and not kinds:
+            # a name the code uses but never defines (a parameter, attribute, keyword, config key) says more
+            # where it is used than any fuzzy neighbour does
+            used = self._usage(name, [n for n, _score, _ in scored[:3]])
+            if used is not None:
+                return used
         syms: list[Symbol] = []
         for cand in candidates:
-            syms += sorted((s for s in table[cand] if self._in_scope(s.path) and (not kinds or s.kind in kinds)),
-                           key=_rank_key)
+            syms += [s for s in table[cand] if self._in_scope(s.path) and (not kinds or s.kind in kinds)
+                     and (not self.kind or s.kind == self.kind)]
+        # case-insensitive exact names first, then by closeness; source before tests across every candidate
+        order = {cand: i for i, cand in enumerate(candidates)}
+        syms.sort(key=lambda s: (is_test_path(s.path), order[s.name], _rank_key(s)))
         if not syms:
-            return self._bm25(name, note=f"No {what} named '{name}' or close to it; ranked by text similarity:")
+            return SearchOutput(f"No {what} named '{name}' and no close match (no name of {floor_len}+ characters "
+                                f"reaches {FUZZY_FLOOR}/100 similarity).\n\nHint: `text:{name}` searches file "
+                                f"contents, `{name} some words` ranks definitions by text similarity.", "none")
         closest = ", ".join(dict.fromkeys(s.name for s in syms[: self.max_results]))
         return self._results(syms, "fuzzy", f"No {what} named exactly '{name}'; closest names: {closest}",
                              hint=f"search one of [{closest}] exactly, or `text:{name}` for a substring search.")
@@ -244,18 +298,29 @@ class Searcher:
         return SearchOutput("\n".join(rows) + "\n\nHint: " + hint, "outline", [path])
 
     def _dotted(self, query: str) -> SearchOutput:
-        parts = query.split(".")
-        # pkg.mod.Class.method: the longest module prefix that is a file
-        for cut in range(len(parts) - 1, 0, -1):
-            for candidate in ("/".join(parts[:cut]) + ".py", "/".join(parts[:cut]) + "/__init__.py"):
-                tails = [p for p in self.index.files if p == candidate or p.endswith("/" + candidate)]
-                if tails:
-                    return self._qualified_path(tails[0], ".".join(parts[cut:]), None)
+        """``pkg.mod.Class.method``: every module/attribute split, imports and re-exports followed
+        (:mod:`skyrl_swe.search_resolve`); then ``Class.method`` as a qualified-name suffix anywhere; then a
+        plain name search for the last part, with the reason shown; then a string search for the whole."""
+        found = resolve(self.index, query)
+        if found.module is not None and self._in_scope(found.module):
+            out = self._outline(found.module)
+            return SearchOutput(f"{found.how}:\n" + out.text, "module", out.refs)
+        syms = [s for s in found.symbols if self._in_scope(s.path) and (not self.kind or s.kind == self.kind)]
+        if syms:
+            return self._results(syms, "qualname", f"{query} resolves to {found.how}:")
         matches = [s for s in self._symbols() if s.qualname == query or s.qualname.endswith("." + query)]
         if matches:
             matches.sort(key=_rank_key)
             return self._results(matches, "qualname", f"{len(matches)} definition(s) of '{query}':")
-        return self._by_name(parts[-1])
+        last = query.rsplit(".", 1)[-1]
+        fallback = self._by_name(last)
+        if fallback.mode == "none":
+            text = self._string(query)
+            if text.mode == "string":
+                return attrs.evolve(text, text=f"'{query}' names no definition ({found.reason}); it occurs as "
+                                    f"text:\n" + text.text)
+        return attrs.evolve(fallback, text=f"'{query}' does not resolve ({found.reason}); searched '{last}' by "
+                            f"name instead.\n" + fallback.text)
 
     def _subclass(self, base: str) -> SearchOutput:
         short = base.rsplit(".", 1)[-1]
@@ -365,7 +430,9 @@ class Searcher:
         return self.index.derived("bm25", build)
 
     def bm25_rank(self, query: str, k: int) -> list[tuple[Symbol, float]]:
-        """The ``k`` best symbols for ``query`` by BM25 (Robertson & Zaragoza 2009) over code tokens."""
+        """The ``k`` best symbols for ``query`` by plain BM25 (Robertson & Zaragoza 2009) over each definition's
+        code tokens: the baseline the localisation benchmark compares against (the tool's prose form is
+        :meth:`prose_rank`). Returns (symbol, score) pairs, best first."""
         model, docs = self._bm25_index()
         if model is None:
             return []
@@ -386,17 +453,76 @@ class Searcher:
                 out.append((sym, float(scores[i])))
         return out
 
+    def prose_rank(self, query: str, k: int) -> list[Symbol]:
+        """The ``k`` best modules and definitions for ``query`` by fielded BM25 (:mod:`skyrl_swe.search_prose`);
+        tests only when the scope is inside a test tree."""
+        tests = bool(self.scope) and is_test_path(self.scope + ("/x.py" if not self.scope.endswith(".py") else ""))
+        hits = prose_index(self.index).rank(query, k, include_tests=tests, keep=lambda s: self._in_scope(s.path)
+                                            and (not self.kind or s.kind == self.kind))
+        return [h.symbol for h in hits]
+
     def _bm25(self, query: str, note: str | None = None) -> SearchOutput:
-        ranked = self.bm25_rank(query, self.max_results * 4)
-        if not ranked:
+        syms = self.prose_rank(query, self.max_results * 4)
+        if not syms:
             return SearchOutput(f"Nothing matches '{query}'.\n\nHint: search a class or function name, or "
                                 f"`text:<exact words>`.", "bm25")
-        syms = [s for s, _ in ranked]
         header = note or f"No definition matches '{query}' by name; ranked by text similarity (BM25):"
-        best = syms[0]
+        best = next((s for s in syms if s.kind != MODULE_KIND), syms[0])
         return self._results(syms, "bm25", header, hint=f"search a name from these results exactly (e.g. "
                              f"`{best.ref}`), or `calls:{best.name}` for its call sites.")
 
+    def _usage(self, word: str, close: list[str]) -> SearchOutput | None:
+        """Definitions whose code uses ``word`` as a whole identifier (most uses first, source before tests),
+        or None when no indexed file does. Files are pre-filtered by their identifier sets
+        (:func:`skyrl_swe.search_prose.file_words`, cached by content hash)."""
+        key = word.encode()
+        hits: dict[Symbol, int] = {}
+        n_lines = 0
+        for path, entry in self.index.files.items():
+            if not self._in_scope(path) or word not in file_words(entry):
+                continue
+            data = entry.data
+            start = 0
+            while (pos := data.find(key, start)) >= 0:
+                start = pos + len(key)
+                before = data[pos - 1: pos] if pos else b" "
+                after = data[start: start + 1] or b" "
+                if before.isalnum() or before == b"_" or after.isalnum() or after == b"_":
+                    continue
+                line = data.count(b"\n", 0, pos) + 1
+                sym = entry.enclosing(line) or module_symbol(path, entry.n_lines)
+                if not self.kind or sym.kind == self.kind:
+                    hits[sym] = hits.get(sym, 0) + 1
+                    n_lines += 1
+        if not hits:
+            return None
+        syms = sorted(hits, key=lambda s: (is_test_path(s.path), -hits[s], s.kind == MODULE_KIND, s.path, s.start))
+        near = f" (closest names: {', '.join(close)})" if close else ""
+        return self._results(syms, "usage", f"No definition named '{word}'{near}; it is used {n_lines} time(s) in "
+                             f"{len(syms)} definition(s) or module(s):",
+                             hint=f"`text:{word}` lists every line; `calls:{word}` its call sites.")
+
+    def _string(self, needle: str) -> SearchOutput:
+        """A string the issue quotes (config key, message id, literal): the definitions whose code contains it,
+        most occurrences first, source before tests; module-level occurrences stand for their file."""
+        rows = self._scan(needle.encode(), fold=False) or self._scan(needle.lower().encode(), fold=True)
+        if not rows:
+            return SearchOutput(f"'{needle}' occurs in no indexed file.\n\nHint: search a definition name, or a "
+                                f"few words for text similarity.", "none")
+        hits: dict[Symbol, int] = {}
+        for path, line, _text in rows:
+            entry = self.index.files[path]
+            sym = entry.enclosing(line) or module_symbol(path, entry.n_lines)
+            if self.kind and sym.kind != self.kind:
+                continue
+            hits[sym] = hits.get(sym, 0) + 1
+        syms = sorted(hits, key=lambda s: (is_test_path(s.path), -hits[s], s.kind == MODULE_KIND, s.path, s.start))
+        if not syms:
+            return self._text(needle)
+        out = self._results(syms, "string", f"'{needle}' occurs {len(rows)}{'+' if len(rows) > 500 else ''} "
+                            f"time(s), in {len(syms)} definition(s) or module(s):",
+                            hint=f"`text:{needle}` lists every line.")
+        return out
 
 def _docstring_lines(lines: list[str], header_end: int) -> list[int]:
     """Line numbers of the docstring that starts right after the signature (first three lines at most)."""
@@ -453,7 +579,9 @@ search_tool = Tool(
         "Search the repository's code by structure. Query forms: a name (`camelize`, fuzzy when not exact); a "
         "qualified path (`pkg/mod.py:Class.method`, or `pkg/mod.py` for a file outline); a dotted name "
         "(`Class.method`); `class:X`, `def:X`, `method:X`; `subclass:Base` (classes deriving from Base); "
-        "`calls:func` (call sites); `text:exact words` (substring); or a few words (ranked by BM25). "
+        "`calls:func` (call sites); `text:exact words` (substring); a quoted string, option key (`max-line-length`) or "
+        "message id (`E1101`): the definitions containing it; a name used but never defined: where it is used; or "
+        "a few words (fielded BM25 over modules and definitions, tests last). "
         "Shows code with line numbers (an outline for long bodies) and a hint for the next query."),
     parameters={
         "type": "object",
