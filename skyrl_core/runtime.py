@@ -54,6 +54,11 @@ class SandboxUnavailable(SkyrlError):
     """The sandbox cannot isolate commands here (no bubblewrap, or it cannot create namespaces)."""
 
 
+class RuntimeLost(SkyrlError):
+    """A runtime died under its trajectory (its container was killed or removed): raised by ``exec``; the agent
+    loop ends that trajectory only, as ``error_runtime``."""
+
+
 @attrs.define
 class ExecResult:
     """A finished command: ``exit_code`` (None when killed by timeout or a limit), combined ``output``

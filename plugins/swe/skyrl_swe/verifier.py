@@ -23,7 +23,6 @@ import asyncio
 import logging
 import re
 import uuid
-import xml.etree.ElementTree as ET
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -319,32 +318,19 @@ async def run_tests(runtime: Any, data: dict, tests: list[str], timeout_s: float
         base = ["python", "-m", "pytest", *base[1:]]
     plugins = [a for p in data.get("pytest_plugins") or [] for a in ("-p", str(p))]
     argv = [*base, "-p", "no:cacheprovider", *plugins, "-q", *files]
-    if not hasattr(runtime, "ro_paths"):  # docker: no host mounts, so the runner's own report file
-        return await _run_junit(runtime, argv, env, timeout_s)
-    if channel_dir() not in runtime.ro_paths:
-        runtime.ro_paths.append(channel_dir())
-    env["PYTHONPATH"] = ":".join(filter(None, [channel_dir(), getattr(runtime, "tool_env", {}).get("PYTHONPATH")]))
-    res, lines = await _exec_with_channel(runtime, [*argv[:len(base)], "-p", "skyrl_result_channel",
-                                                    *argv[len(base):]], env, timeout_s)
+    channel_argv = [*argv[:len(base)], "-p", "skyrl_result_channel", *argv[len(base):]]
+    if hasattr(runtime, "exec_with_channel"):  # docker: a FIFO only the container's root shell can open
+        env["PYTHONPATH"] = ":".join(filter(None, [runtime.channel_path, runtime.tool_env.get("PYTHONPATH")]))
+        res, lines = await runtime.exec_with_channel(channel_argv, env, timeout_s)
+    else:
+        if channel_dir() not in runtime.ro_paths:
+            runtime.ro_paths.append(channel_dir())
+        env["PYTHONPATH"] = ":".join(filter(None, [channel_dir(), getattr(runtime, "tool_env", {}).get("PYTHONPATH")]))
+        res, lines = await _exec_with_channel(runtime, channel_argv, env, timeout_s)
     results, problems = read_channel(lines, res.exit_code)
     if res.limits:
         problems.append(f"the test run hit the sandbox's {', '.join(res.limits)} limit")
     return TestRun(results, "channel", res.exit_code, res.output[-4000:], problems)
-
-
-async def _run_junit(runtime: Any, argv: list[str], env: dict[str, str], timeout_s: float) -> TestRun:
-    report_dir = f".skyrl-report-{uuid.uuid4().hex[:8]}"
-    report = f"{report_dir}/junit.xml"
-    res = await runtime.exec([*argv, "-o", "junit_family=xunit1", f"--junitxml={report}"], timeout_s=timeout_s,
-                             env=env)
-    try:
-        results = parse_junit(await runtime.read_file(report))
-    except (OSError, ValueError, ET.ParseError) as exc:
-        log.warning("no JUnit report from the test run (%s); exit %s", exc, res.exit_code)
-        results = {}
-    finally:
-        await runtime.exec(["rm", "-rf", report_dir], timeout_s=30)
-    return TestRun(results, "junit", res.exit_code, res.output[-4000:])
 
 
 def _verification_spec(spec: RuntimeSpec | None, runtime_type: str) -> RuntimeSpec:
@@ -367,6 +353,8 @@ async def verify_patch(instance: Instance, patch: str, runtime_cls: type | None 
         metrics["error"] = "the instance lists no FAIL_TO_PASS or PASS_TO_PASS tests"
         return VerifierResult(reward=0.0, metrics=metrics)
     check = cls(_verification_spec(spec, getattr(cls, "name", "swe_sandbox")), instance=instance)
+    if hasattr(check, "result_channel"):  # docker: mount the channel into this fresh container
+        check.result_channel = True
     try:
         await check.start()
         await ensure_prepared(check, instance)
@@ -396,6 +384,9 @@ async def verify_patch(instance: Instance, patch: str, runtime_cls: type | None 
 async def swe_tests(trajectory: Any, runtime: Any, instance: Instance) -> VerifierResult:
     """The registered verifier ``(trajectory, runtime, instance) -> VerifierResult`` (see the module doc)."""
     patch = ""
+    if getattr(trajectory, "finish_reason", None) == "error_runtime":  # its container is gone: nothing to score
+        return VerifierResult(reward=0.0, metrics={"model_patch": "", "patch_applied": False,
+                                                   "error": f"error_runtime: {trajectory.error}"})
     if runtime is not None and getattr(runtime, "prepared", False) and hasattr(runtime, "diff"):
         patch = await runtime.diff()
     elif isinstance(getattr(trajectory, "answer", None), str):
