@@ -226,7 +226,10 @@ class DockerRuntime(Runtime):
             caps = ["SETUID", "SETGID"]  # the channel opener drops from root to the user (see exec_with_channel)
         mib = 1024 * 1024
         kwargs = dict(
-            command=["sleep", "infinity"], detach=True, name=self.container_name, user=self.user,
+            # docker grants an exec as root the added capabilities only when the container's own user is root;
+            # every command but the channel opener still runs as self.user, with no capabilities
+            command=["sleep", "infinity"], detach=True, name=self.container_name,
+            user="0:0" if caps else self.user,
             working_dir=self.workdir, network_mode="bridge" if spec.network else "none",
             cap_drop=["ALL"], cap_add=caps or None, security_opt=["no-new-privileges"], read_only=True,
             tmpfs={"/tmp": f"rw,nosuid,nodev,size={spec.tmp_mb}m,mode=1777"},
