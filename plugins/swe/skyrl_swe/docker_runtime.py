@@ -465,8 +465,10 @@ class DockerRuntime(Runtime):
         return res, b"".join(chunks).decode("utf-8", "replace").splitlines()
 
 
-def leaked_containers(client: Any = None) -> list[str]:
-    """Names of containers carrying the ``skyrl.runtime`` label that still exist (any state)."""
+def leaked_containers(client: Any = None, this_process: bool = True) -> list[str]:
+    """Names of the containers carrying the ``skyrl.runtime`` label that still exist (any state): those this
+    process made (label ``skyrl.pid``), or every process's."""
     client = client or docker_client()
-    return [c.name for c in client.containers.list(all=True, filters={"label": LABEL})]
+    labels = [LABEL] + ([f"skyrl.pid={os.getpid()}"] if this_process else [])
+    return [c.name for c in client.containers.list(all=True, filters={"label": labels})]
 
