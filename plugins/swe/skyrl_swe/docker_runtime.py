@@ -28,6 +28,7 @@ import socket
 import struct
 import subprocess
 import tempfile
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -269,6 +270,16 @@ class DockerRuntime(Runtime):
             self.client.api.remove_container(self.container_name, force=True, v=True)
         except docker.errors.NotFound:
             return
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:  # 409: someone else's removal is in progress; wait for it to finish
+                raise
+            for _ in range(100):
+                try:
+                    self.client.api.inspect_container(self.container_name)
+                except docker.errors.NotFound:
+                    return
+                time.sleep(0.1)
+            raise
         self.removals += 1
         REMOVALS[self.container_name] = REMOVALS.get(self.container_name, 0) + 1
 
