@@ -28,6 +28,7 @@ import socket
 import struct
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -125,7 +126,8 @@ class DockerRuntime(Runtime):
 
     Options (``runtime.options``): ``image`` (else the row's ``image``, the image ``skyrl swe build-images``
     built, or the SWE-bench harness image, whichever exists locally), ``workdir`` (``/testbed``), ``user``
-    (``1000:1000``), ``cpus`` (1.0), ``pull`` (false: no registry is assumed; true pulls a missing image).
+    (``1000:1000``), ``cpus`` (1.0), ``build`` (true: build a missing image from the row, as
+    ``skyrl swe build-images`` does, once per instance), ``pull`` (false: no registry is assumed).
     Raises RuntimeError when no Docker engine answers and RepoUnavailable naming the fix when no image exists.
     Attributes once prepared: ``container`` (the SDK object), ``image``, ``workspace`` (the host copy),
     ``base_commit``; ``removals`` counts how often its container was removed (1 after ``close``)."""
@@ -187,6 +189,8 @@ class DockerRuntime(Runtime):
         if found:
             return found
         name = wanted or data.get("image") or swebench_image_name(data)
+        if not wanted and not data.get("image") and self.spec.options.get("build", True):
+            return build_on_demand(self.client, data)
         if self.spec.options.get("pull", False):
             try:
                 self.client.images.pull(name)
@@ -259,7 +263,7 @@ class DockerRuntime(Runtime):
                 pass
         await asyncio.to_thread(self._remove_sync)
         if self._tmp:
-            await asyncio.to_thread(shutil.rmtree, self._tmp, True)
+            await asyncio.to_thread(_discard, self._tmp)
 
     def _remove_sync(self) -> None:
         import docker
@@ -474,6 +478,40 @@ class DockerRuntime(Runtime):
                 os.close(keep_fd)
             fifo.unlink(missing_ok=True)
         return res, b"".join(chunks).decode("utf-8", "replace").splitlines()
+
+
+def _discard(path: str) -> None:
+    """Delete a host directory: renamed away at once, its files deleted by a (non-daemon) thread, because deleting
+    thousands of files can take seconds on a busy disk and need not hold up the dispatcher's release."""
+    trash = f"{path}.removed"
+    try:
+        os.rename(path, trash)
+    except OSError:
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    threading.Thread(target=shutil.rmtree, args=(trash, True), name="skyrl-docker-rm").start()
+
+
+_BUILD_LOCKS: dict[str, threading.Lock] = {}
+_BUILD_GUARD = threading.Lock()
+
+
+def build_on_demand(client: Any, data: dict) -> str:
+    """Build an instance's image the first time a runtime needs it (once per instance per process; see
+    :func:`skyrl_swe.images.build_instance_image`). Raises RepoUnavailable naming the fix when it cannot."""
+    from .images import ImageBuildError, build_instance_image
+
+    with _BUILD_GUARD:
+        lock = _BUILD_LOCKS.setdefault(data["instance_id"], threading.Lock())
+    with lock:
+        try:
+            image, status = build_instance_image(client, data)
+        except (ImageBuildError, RepoUnavailable) as exc:
+            raise RepoUnavailable(f"instance {data.get('instance_id')}: no docker image present, and building one "
+                                  f"failed: {exc}. Build it with `skyrl swe build-images INSTANCES`, or set "
+                                  f"runtime.options.pull: true") from None
+    log.info("instance %s: image %s (%s)", data["instance_id"], image, status)
+    return image
 
 
 def leaked_containers(client: Any = None, this_process: bool = True) -> list[str]:
