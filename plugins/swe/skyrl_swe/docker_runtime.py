@@ -438,46 +438,26 @@ class DockerRuntime(Runtime):
         processes it starts (the pytest plugin marks it close-on-exec). The host reads the other end."""
         if not self.channel_dir:
             raise RuntimeError("exec_with_channel needs a runtime made with channel_dir (the verifier's)")
+        from .verifier import read_channel_while
+
         fifo = Path(self.channel_dir) / f"results-{uuid.uuid4().hex[:8]}"
         os.mkfifo(fifo, 0o600)
-        loop = asyncio.get_running_loop()
         read_fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
         keep_fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)  # so no EOF is seen before the tests open it
-        chunks: list[bytes] = []
-        eof = loop.create_future()
-
-        def on_readable() -> None:
-            try:
-                data = os.read(read_fd, 65536)
-            except BlockingIOError:
-                return
-            if data:
-                chunks.append(data)
-            elif not eof.done():
-                eof.set_result(None)
-
-        loop.add_reader(read_fd, on_readable)
         uid, gid = self.user.split(":")
         opener = (f"exec 3>{CHANNEL}/{fifo.name} && SKYRL_RESULT_FD=3 exec setpriv --reuid={uid} --regid={gid} "
                   f"--clear-groups --inh-caps=-all --no-new-privs -- \"$@\"")
-        try:
+
+        async def run():
             await asyncio.to_thread(self._check_alive)
             await asyncio.to_thread(hand_over, self.workspace, int(uid), int(gid), self._seen)
-            res = await self._exec(["timeout", "-s", "KILL", str(max(1, int(timeout_s))), "bash", "-c", opener,
-                                    "skyrl-channel", *argv], timeout_s, None, {**self.tool_env, **env}, "0:0")
-            os.close(keep_fd)
-            keep_fd = -1
-            try:
-                await asyncio.wait_for(eof, 2.0)
-            except asyncio.TimeoutError:
-                pass
+            return await self._exec(["timeout", "-s", "KILL", str(max(1, int(timeout_s))), "bash", "-c", opener,
+                                     "skyrl-channel", *argv], timeout_s, None, {**self.tool_env, **env}, "0:0")
+
+        try:
+            return await read_channel_while(read_fd, keep_fd, run)
         finally:
-            loop.remove_reader(read_fd)
-            os.close(read_fd)
-            if keep_fd >= 0:
-                os.close(keep_fd)
             fifo.unlink(missing_ok=True)
-        return res, b"".join(chunks).decode("utf-8", "replace").splitlines()
 
 
 def _discard(path: str) -> None:

@@ -259,13 +259,13 @@ def django_problems(output: str, results: dict[str, str], exit_code: int | None)
     return problems
 
 
-async def _exec_with_channel(runtime: Any, argv: list[str], env: dict[str, str], timeout_s: float):
-    """Run ``argv`` with a pipe's write end inherited as ``SKYRL_RESULT_FD``; returns (ExecResult, lines)."""
+async def read_channel_while(read_fd: int, write_fd: int, run: Any) -> tuple[Any, list[str]]:
+    """Collect the lines arriving on ``read_fd`` (a pipe or FIFO, non-blocking) while ``await run()`` runs; then
+    close the host's ``write_fd`` and wait up to 2 s for EOF (a background process of the tests may still hold
+    the other end: what came is taken). Closes both descriptors. Returns (run's result, lines)."""
     import os
 
     loop = asyncio.get_running_loop()
-    read_fd, write_fd = os.pipe()
-    os.set_blocking(read_fd, False)
     chunks: list[bytes] = []
     eof = loop.create_future()
 
@@ -281,11 +281,10 @@ async def _exec_with_channel(runtime: Any, argv: list[str], env: dict[str, str],
 
     loop.add_reader(read_fd, on_readable)
     try:
-        res = await runtime.exec(argv, timeout_s=timeout_s, env={**env, "SKYRL_RESULT_FD": str(write_fd)},
-                                 pass_fds=(write_fd,))
+        res = await run()
         os.close(write_fd)
         write_fd = -1
-        try:  # a background process of the tests may still hold the pipe: take what came
+        try:
             await asyncio.wait_for(eof, 2.0)
         except asyncio.TimeoutError:
             pass
@@ -295,6 +294,16 @@ async def _exec_with_channel(runtime: Any, argv: list[str], env: dict[str, str],
         if write_fd >= 0:
             os.close(write_fd)
     return res, b"".join(chunks).decode("utf-8", "replace").splitlines()
+
+
+async def _exec_with_channel(runtime: Any, argv: list[str], env: dict[str, str], timeout_s: float):
+    """Run ``argv`` with a pipe's write end inherited as ``SKYRL_RESULT_FD``; returns (ExecResult, lines)."""
+    import os
+
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    return await read_channel_while(read_fd, write_fd, lambda: runtime.exec(
+        argv, timeout_s=timeout_s, env={**env, "SKYRL_RESULT_FD": str(write_fd)}, pass_fds=(write_fd,)))
 
 
 async def run_tests(runtime: Any, data: dict, tests: list[str], timeout_s: float = TEST_TIMEOUT_S) -> TestRun:
