@@ -499,5 +499,6 @@ def leaked_containers(client: Any = None, this_process: bool = True) -> list[str
     process made (label ``skyrl.pid``), or every process's."""
     client = client or docker_client()
     labels = [LABEL] + ([f"skyrl.pid={os.getpid()}"] if this_process else [])
-    return [c.name for c in client.containers.list(all=True, filters={"label": labels})]
+    # the low-level listing: one request, no per-container inspect that a concurrent removal would fail
+    return [c["Names"][0].lstrip("/") for c in client.api.containers(all=True, filters={"label": labels})]
 
