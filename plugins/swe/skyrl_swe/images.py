@@ -76,8 +76,12 @@ def image_exists(client: Any, name: str) -> bool:
     try:
         client.images.get(name)
         return True
-    except docker.errors.ImageNotFound:
+    except docker.errors.NotFound:
         return False
+    except docker.errors.APIError as exc:
+        if exc.status_code == 400:  # not a valid reference (a row's odd id): no such image here
+            return False
+        raise
 
 
 # -- the base image -----------------------------------------------------------------------------------------------
@@ -292,7 +296,7 @@ def build_images(rows: Iterable[dict], network: bool = False, rebuild: bool = Fa
 def image_archive(client: Any, image: str, path: str) -> io.BytesIO:
     """The tar stream of ``path`` in ``image`` (read from a created, never started container, removed after)."""
     probe = client.containers.create(image, command=["true"], network_disabled=True,
-                                     labels={"skyrl.runtime": "probe"})
+                                     labels={"skyrl.runtime": "probe", "skyrl.pid": str(os.getpid())})
     try:
         stream, _ = probe.get_archive(path)
         return io.BytesIO(b"".join(stream))
