@@ -1,6 +1,7 @@
 """The ``docker`` runtime: one container per trajectory, with the sandbox's trust boundary (docs/runtimes.md).
 
-A container runs as an unprivileged user (``1000:1000``) with every capability dropped and
+A container runs as an unprivileged user (``1000:1000`` when the host process is root, else the host user's own
+uid) with every capability dropped and
 ``no-new-privileges``, a read-only root file system, a private ``/tmp`` (tmpfs of ``tmp_mb``), no network
 (``network_mode: none``) unless the task asks, and cgroup limits: ``max_processes`` (pids), ``memory_mb``
 (memory + swap of the whole container), ``cpus`` (CPU share), plus ``cpu_time_s`` and ``max_file_mb`` as rlimits
@@ -126,7 +127,7 @@ class DockerRuntime(Runtime):
 
     Options (``runtime.options``): ``image`` (else the row's ``image``, the image ``skyrl swe build-images``
     built, or the SWE-bench harness image, whichever exists locally), ``workdir`` (``/testbed``), ``user``
-    (``1000:1000``), ``cpus`` (1.0), ``build`` (true: build a missing image from the row, as
+    (``1000:1000`` as root, else the caller's uid:gid), ``cpus`` (1.0), ``build`` (true: build a missing image from the row, as
     ``skyrl swe build-images`` does, once per instance), ``pull`` (false: no registry is assumed).
     Raises RuntimeError when no Docker engine answers and RepoUnavailable naming the fix when no image exists.
     Attributes once prepared: ``container`` (the SDK object), ``image``, ``workspace`` (the host copy),
@@ -145,7 +146,8 @@ class DockerRuntime(Runtime):
         self.base_commit: str | None = None
         opts = self.spec.options
         self.workdir = str(opts.get("workdir", "/testbed"))
-        self.user = str(opts.get("user", USER))
+        # as root the workspace copy is handed to uid 1000; a normal user (in the docker group) runs as itself
+        self.user = str(opts.get("user") or (USER if os.geteuid() == 0 else f"{os.getuid()}:{os.getgid()}"))
         self.cpus = float(opts.get("cpus", 1.0))
         self.container_name = f"skyrl-{uuid.uuid4().hex[:12]}"
         self.tool_env: dict[str, str] = {}
@@ -214,8 +216,7 @@ class DockerRuntime(Runtime):
         extract_tree(image_archive(self.client, self.image, self.workdir), Path(self.workdir).name, ws)
         base_git = Path(self._tmp) / "base.git"
         self.base_commit = init_baseline(ws, base_git)  # host git on a tree no agent has touched yet
-        uid, gid = (int(x) for x in self.user.split(":"))
-        hand_over(ws, uid, gid, self._seen)
+        self._hand_over()
         subprocess.run(["chmod", "-R", "a+rX", str(base_git)], check=True)
         self.workspace = ws
         spec = self.spec
@@ -288,6 +289,12 @@ class DockerRuntime(Runtime):
         REMOVALS[self.container_name] = REMOVALS.get(self.container_name, 0) + 1
 
     # -- commands -----------------------------------------------------------------------------------------------
+    def _hand_over(self) -> None:
+        """Give files host-side tools wrote to the container's user (root only: otherwise they are ours already)."""
+        if os.geteuid() == 0 and self.workspace is not None:
+            uid, gid = (int(x) for x in self.user.split(":"))
+            hand_over(self.workspace, uid, gid, self._seen)
+
     def _check_alive(self) -> None:
         if self.container is None:
             raise RuntimeError("the docker runtime is not prepared: no container (start it with an instance, or "
@@ -306,7 +313,7 @@ class DockerRuntime(Runtime):
         """Run ``command`` in the container (``bash -c`` for a str) as the runtime's user. Limits hit are named
         in ``ExecResult.limits`` and the output. Raises RuntimeLost when the container is gone."""
         await asyncio.to_thread(self._check_alive)
-        await asyncio.to_thread(hand_over, self.workspace, *(int(x) for x in self.user.split(":")), self._seen)
+        await asyncio.to_thread(self._hand_over)
         argv = ["bash", "-c", command] if isinstance(command, str) else list(command)
         return await self._exec(["timeout", "-s", "KILL", str(max(1, int(round(timeout_s)))), *argv],
                                 timeout_s, stdin, {**self.tool_env, **(env or {})}, user or self.user)
@@ -450,7 +457,7 @@ class DockerRuntime(Runtime):
 
         async def run():
             await asyncio.to_thread(self._check_alive)
-            await asyncio.to_thread(hand_over, self.workspace, int(uid), int(gid), self._seen)
+            await asyncio.to_thread(self._hand_over)
             return await self._exec(["timeout", "-s", "KILL", str(max(1, int(timeout_s))), "bash", "-c", opener,
                                      "skyrl-channel", *argv], timeout_s, None, {**self.tool_env, **env}, "0:0")
 
