@@ -8,7 +8,7 @@ import asyncio
 import socket
 import subprocess
 import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import HTTPServer, SimpleHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -64,24 +64,23 @@ async def test_host_files_and_the_docker_socket_are_not_there(busybox_image, tmp
     assert "sleep infinity" in res.output  # pid 1 is the container's own init, not the host's
 
 
-async def test_a_server_on_host_localhost_and_the_internet_are_unreachable(busybox_image):
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
-            self.send_response(200)
-            self.end_headers()
-            self.wfile.write(b"SKYRL-HOST-SECRET")
+async def test_a_server_on_host_localhost_and_the_internet_are_unreachable(busybox_image, tmp_path):
+    import functools
 
-        def log_message(self, *args):
-            pass
-
-    server = HTTPServer(("0.0.0.0", 0), Handler)
+    (tmp_path / "secret").write_text("SKYRL-HOST-SECRET")
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(tmp_path))
+    server = HTTPServer(("0.0.0.0", 0), handler)
     port = server.server_address[1]
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/secret", timeout=10) as resp:  # the host reaches it
+        assert resp.read() == b"SKYRL-HOST-SECRET"
     bridge = subprocess.run(["sh", "-c", "ip -4 addr show docker0 | awk '/inet /{print $2}' | cut -d/ -f1"],
                             capture_output=True, text=True).stdout.strip() or "172.17.0.1"
     try:
-        res = await sh(busybox_image, f"wget -q -T 3 -O - http://127.0.0.1:{port}/; echo rc=$?; "
-                                      f"wget -q -T 3 -O - http://{bridge}:{port}/; echo rc=$?; "
+        res = await sh(busybox_image, f"wget -q -T 3 -O - http://127.0.0.1:{port}/secret; echo rc=$?; "
+                                      f"wget -q -T 3 -O - http://{bridge}:{port}/secret; echo rc=$?; "
                                       f"wget -q -T 3 -O - http://deb.debian.org/; echo rc=$?; echo links=$(ip -o link | wc -l)")
     finally:
         server.shutdown()
