@@ -274,7 +274,7 @@ def build_images(rows: Iterable[dict], network: bool = False, rebuild: bool = Fa
     its row). ``progress(row_result)`` is called after each."""
     import time
 
-    from .runtime import docker_client
+    from .docker_runtime import docker_client
 
     client = docker_client()
     base_id = ensure_base_image(client)
