@@ -174,14 +174,16 @@ async def test_close_removes_the_container_exactly_once(busybox_image, docker_en
     assert not Path(rt._tmp).exists()
 
 
-@pytest.mark.parametrize("delay", [0.0, 0.3, 0.8])
+@pytest.mark.parametrize("delay", [0.0, 0.2, 0.5])
 async def test_a_cancelled_prepare_leaves_nothing_behind(busybox_image, docker_engine, delay):
     rt = runtime(busybox_image)
     task = asyncio.ensure_future(rt.start())
     await asyncio.sleep(delay)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
+    task.cancel()  # at 0 s before the copy, later during it or during `docker run` (or after, on a fast machine)
+    try:
         await task
+    except asyncio.CancelledError:
+        pass
     closing = asyncio.ensure_future(rt.close())
     await asyncio.sleep(0)
     closing.cancel()  # a cancelled close still finishes the removal
