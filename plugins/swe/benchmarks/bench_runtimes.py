@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import statistics
 import tempfile
 import time
@@ -91,13 +92,20 @@ async def measure(cls, spec, instance, repeat: int) -> dict[str, float]:
 
 
 async def main(repeat: int, files: int) -> None:
+    scratch = Path(tempfile.mkdtemp(prefix="skyrl-bench-repo-", dir="/var/tmp"))
+    try:
+        await _run(scratch / "repo", repeat, files)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+async def _run(src: Path, repeat: int, files: int) -> None:
     from skyrl_core import Instance
     from skyrl_core.runtime import RuntimeSpec
     from skyrl_swe.docker_runtime import DockerRuntime, docker_client
     from skyrl_swe.images import build_instance_image
     from skyrl_swe.runtime import SweSandbox
 
-    src = Path(tempfile.mkdtemp(prefix="skyrl-bench-repo-", dir="/var/tmp")) / "repo"
     make_repo(src, files)
     data = {"instance_id": f"bench__runtimes-{files}", "repo": "bench/runtimes", "version": "1",
             "repo_dir": str(src), "FAIL_TO_PASS": ["tests/test_core.py::test_add"], "PASS_TO_PASS": []}
