@@ -29,10 +29,10 @@ import attrs
 from .chat import ChatFormat, with_system_text
 from .errors import ToolArgumentsError
 from .inference.base import SamplingParams
-from .runtime import truncate_output
+from .runtime import RuntimeLost, truncate_output
 from .tools import Tool, ToolCall, ToolContext, ToolResult
-from .transitions import (CONTEXT_EXCEEDED, ERROR_RUN, FINISHED, MASKED_REASONS, MAX_TOKENS, MAX_TURNS,
-                          NO_TOOL_CALL, TIMEOUT, Trajectory, record_transition)
+from .transitions import (CONTEXT_EXCEEDED, ERROR_RUN, ERROR_RUNTIME, FINISHED, MASKED_REASONS, MAX_TOKENS,
+                          MAX_TURNS, NO_TOOL_CALL, TIMEOUT, Trajectory, record_transition)
 
 log = logging.getLogger(__name__)
 
@@ -232,8 +232,13 @@ async def run_agent(trajectory: Trajectory, *, engine: Any, tools: dict[str, Too
             new.append({"role": "user", "content": _nudge(tools, parser)})
         for err in parsed.errors:
             new.append({"role": obs_role, "content": _unparseable(err, text, tools, parser)})
+        lost: RuntimeLost | None = None
         for call in parsed.calls:
-            result, content = await _execute(call, tools, ctx, cfg, parser, trajectory)
+            try:
+                result, content = await _execute(call, tools, ctx, cfg, parser, trajectory)
+            except RuntimeLost as exc:  # the runtime itself died: this trajectory cannot go on
+                lost = exc
+                break
             new.append({"role": obs_role, "content": content})
             if result is None:
                 continue
@@ -253,6 +258,11 @@ async def run_agent(trajectory: Trajectory, *, engine: Any, tools: dict[str, Too
             if result.reset_messages is not None:
                 reset = [dict(m) for m in result.reset_messages]
                 break
+        if lost is not None:
+            trajectory.messages.extend(new)
+            finish(ERROR_RUNTIME, f"the runtime died: {lost}")
+            log.info("trajectory %s: %s", trajectory.id, trajectory.error)
+            break
         if done is not None:
             trajectory.answer = done.answer
             trajectory.messages.extend(new)
@@ -312,6 +322,8 @@ async def _execute(call: ToolCall, tools: dict[str, Tool], ctx: ToolContext, cfg
         tool.validate(call.arguments)
         result = await asyncio.wait_for(tool.call(call.arguments, ctx), timeout)
     except asyncio.CancelledError:
+        raise
+    except RuntimeLost:
         raise
     except ToolArgumentsError as exc:
         return None, f"Error: {exc}. A valid call of '{tool.name}' looks like:\n{example}"

@@ -295,7 +295,7 @@ def apply_override(data: dict, override: str) -> None:
     except yaml.YAMLError as exc:
         raise ConfigError(f"override '{override}': value is not valid YAML: {exc}") from None
     parts = key.split(".")
-    if parts[0] == "data" or parts[0] == "eval_data":
+    if parts[0] in ("data", "eval_data", "runtime"):  # the single task's sections (runtime.type=docker)
         tasks = data.setdefault("tasks", [{"name": "gsm8k"}])
         if len(tasks) != 1:
             raise ConfigError(f"override '{override}': '{parts[0]}.*' is ambiguous with {len(tasks)} tasks; "

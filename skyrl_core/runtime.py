@@ -17,6 +17,13 @@ from typing import Any
 import attrs
 
 from ._moved import moved_attribute
+from .errors import SkyrlError
+
+
+class RuntimeLost(SkyrlError):
+    """A runtime died under its trajectory (its container was killed or removed): raised by ``exec``; the agent
+    loop ends that trajectory only, as ``error_runtime``."""
+
 
 @attrs.define
 class ExecResult:

@@ -86,6 +86,16 @@ def test_data_shorthand_is_ambiguous_with_two_tasks():
     assert data["tasks"][1]["data"]["limit"] == 3
 
 
+def test_runtime_shorthand_addresses_the_single_tasks_runtime():
+    data = {"tasks": [{"name": "swe", "runtime": {"type": "swe_sandbox", "memory_mb": 2048}}]}
+    apply_override(data, "runtime.type=docker")
+    apply_override(data, "runtime.options.cpus=2")
+    assert data["tasks"][0]["runtime"] == {"type": "docker", "memory_mb": 2048, "options": {"cpus": 2}}
+    two = {"tasks": [{"name": "a"}, {"name": "b"}]}
+    with pytest.raises(ConfigError, match="ambiguous with 2 tasks"):
+        apply_override(two, "runtime.type=docker")
+
+
 def test_override_values_parse_as_yaml():
     data: dict = {}
     apply_override(data, "tasks=[gsm8k, gsm8k_steps]")

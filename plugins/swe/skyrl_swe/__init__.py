@@ -18,7 +18,8 @@ def register_tools(register):
 
 @hookimpl
 def register_runtimes(register):
-    from .runtime import DockerRuntime, SweSandbox
+    from .docker_runtime import DockerRuntime
+    from .runtime import SweSandbox
 
     register(SweSandbox)
     register(DockerRuntime)

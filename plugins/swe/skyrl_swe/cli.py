@@ -76,6 +76,8 @@ def verify_command(
     data: Path = typer.Argument(..., help="Instances (.json/.jsonl/.parquet)."),
     predictions: Optional[Path] = typer.Option(None, "--predictions", help="Predictions .jsonl; default: the gold "
                                                "patches (checks the instances)."),
+    runtime: str = typer.Option("swe_sandbox", "--runtime", help="Where the tests run: swe_sandbox or docker "
+                                "(the instance's image; see build-images)."),
 ) -> None:
     """Score patches against instances with the swe_tests verifier; prints one JSON line per instance."""
     from skyrl_core import DataSpec
@@ -83,7 +85,7 @@ def verify_command(
     from .data import load_instances
     from .verifier import verify_patch
 
-    instances = load_instances(DataSpec(path=str(data)))
+    instances = load_instances(DataSpec(path=str(data), options={"runtime": runtime}))
     patches = {i.id: i.data.get("patch", "") for i in instances}
     if predictions:
         patches = {}
@@ -92,11 +94,22 @@ def verify_command(
                 row = json.loads(line)
                 patches[row["instance_id"]] = row.get("model_patch") or ""
 
+    if runtime not in ("swe_sandbox", "docker"):
+        from skyrl_core.errors import SkyrlError
+
+        raise SkyrlError(f"--runtime must be swe_sandbox or docker, got '{runtime}'")
+    from skyrl_core.runtime import RuntimeSpec
+
+    from .docker_runtime import DockerRuntime
+    from .runtime import SweSandbox
+
+    runtime_cls = DockerRuntime if runtime == "docker" else SweSandbox
+
     async def go():
         for inst in instances:
             if inst.id not in patches:
                 continue
-            res = await verify_patch(inst, patches[inst.id])
+            res = await verify_patch(inst, patches[inst.id], runtime_cls, RuntimeSpec(type=runtime))
             typer.echo(json.dumps({"instance_id": inst.id, "reward": res.reward,
                                    "fail_to_pass": res.metrics.get("fail_to_pass"),
                                    "pass_to_pass": res.metrics.get("pass_to_pass"),
@@ -117,3 +130,63 @@ def localize_command(
     from .localize import localize_instances
 
     localize_instances(instances, source, top, out, echo=typer.echo)
+
+
+@swe_app.command("build-images")
+def build_images_command(
+    data: Optional[Path] = typer.Argument(None, help="Instances (.json/.jsonl/.parquet); omit with --base-only."),
+    ids: Optional[list[str]] = typer.Option(None, "--id", help="Only these instance ids (repeatable)."),
+    network: bool = typer.Option(False, "--network", help="Let a row's install command use the network."),
+    rebuild: bool = typer.Option(False, "--rebuild", help="Build again even when the same content was built."),
+    base_only: bool = typer.Option(False, "--base-only", help="Only make sure the base image exists."),
+) -> None:
+    """Build one docker image per instance (cached by content) from a local Debian base image: the row's test
+    packages, the repository at its base commit in /testbed (history cut there), its install command. An
+    instance whose row image or SWE-bench image exists locally is used as it is."""
+    import time
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from skyrl_core import DataSpec
+    from skyrl_core.errors import SkyrlError
+
+    from .docker_runtime import docker_client
+    from .images import BASE_IMAGE, build_images, ensure_base_image
+
+    console = Console(stderr=True)
+    try:
+        client = docker_client()
+    except RuntimeError as exc:
+        raise SkyrlError(str(exc)) from None
+    t0 = time.monotonic()
+    with console.status(f"making sure {BASE_IMAGE} exists (debootstrap once, about 40 s)"):
+        ensure_base_image(client)
+    console.print(f"{BASE_IMAGE}: ready ({time.monotonic() - t0:.1f} s)")
+    if base_only:
+        return
+    if data is None:
+        raise SkyrlError("give the instances file (or --base-only)")
+    from .data import load_instances
+
+    rows = [i.data for i in load_instances(DataSpec(path=str(data), options={"check_repo": False}))
+            if not ids or i.id in ids]
+    if not rows:
+        raise SkyrlError(f"no instances to build in {data}" + (f" with ids {', '.join(ids)}" if ids else ""))
+    with console.status(f"building {len(rows)} image(s)") as status:
+        done = []
+
+        def progress(entry: dict) -> None:
+            done.append(entry)
+            status.update(f"built {len(done)}/{len(rows)}: {entry['instance_id']} ({entry['status']})")
+
+        results = build_images(rows, network=network, rebuild=rebuild, progress=progress)
+    table = Table("instance", "image", "status", "seconds")
+    for r in results:
+        table.add_row(r["instance_id"], r["image"] or "-", r["status"] if not r["error"] else r["error"][:200],
+                      f"{r['seconds']:.1f}")
+    console.print(table)
+    for r in results:
+        typer.echo(json.dumps(r))
+    if any(r["error"] for r in results):
+        raise typer.Exit(1)

@@ -200,7 +200,7 @@ def repository_unreachable(data: dict, options: dict | None = None) -> str | Non
             return None
         tried.append(f"no {data.get('repo') or data['instance_id']} under mirror_dir {opts['mirror_dir']}")
     if opts.get("runtime") == "docker":
-        from .runtime import docker_client
+        from .docker_runtime import docker_client
 
         try:
             docker_client()

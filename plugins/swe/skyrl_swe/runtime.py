@@ -5,10 +5,8 @@ the instance's repository as a git repository whose HEAD is the pristine state (
 patch), with the repository's Python environment on ``PATH``. Environments are built once per repository
 version (:class:`RepoEnvironments`) and reused by every trajectory and the verifier.
 
-``docker``: one container per trajectory from the instance's image (the SWE-bench images hold the repository at
-``/testbed`` with its environment), through the docker SDK. The repository is copied out of the image into a host
-directory that is bind-mounted back at the same place, so the editor and the search index read the files on the
-host while commands run in the container.
+``docker``: one hardened container per trajectory from the instance's image (:mod:`skyrl_swe.docker_runtime`,
+re-exported here).
 
 A runtime learns its instance either at construction (``cls(spec, instance=...)``, then ``start`` prepares it) or
 through :meth:`prepare`, which the rollout's init stage calls right after ``start`` — so the repository copy and the
@@ -21,21 +19,19 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import hashlib
-import io
 import json
 import logging
 import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import threading
 from pathlib import Path
 from typing import Any
 
 from skyrl_core.default_plugins.runtimes.sandbox import LocalSandbox
-from skyrl_core.runtime import ExecResult, Runtime, RuntimeSpec, truncate_output
+from skyrl_core.runtime import ExecResult, RuntimeSpec
 
 from .data import RepoUnavailable, resolve_repository
 
@@ -280,116 +276,6 @@ class SweSandbox(LocalSandbox):
             await asyncio.to_thread(shutil.rmtree, self._private, True)
 
 
-class DockerRuntime(Runtime):
-    """A container per trajectory (docker SDK). Options: ``image`` (else the instance's ``image``/``docker_image``
-    or the SWE-bench image name), ``workdir`` (default ``/testbed``), ``pull`` (default true).
-    Raises RuntimeError naming the cause when no Docker engine answers."""
-
-    name = "docker"
-    isolation = "container"
-
-    def __init__(self, spec: RuntimeSpec | None = None, instance: Any = None, **kwargs: Any) -> None:
-        super().__init__(spec or RuntimeSpec(type=self.name), **kwargs)
-        self.instance = instance
-        self.prepared = False
-        self.client = None
-        self.container = None
-        self.workdir = self.spec.options.get("workdir", "/testbed")
-        self.tool_env: dict[str, str] = {}
-        self._tmp: str | None = None
-
-    async def start(self) -> None:
-        self.client = await asyncio.to_thread(docker_client)
-        if self.instance is not None:
-            await self.prepare(self.instance)
-
-    async def prepare(self, instance: Any) -> None:
-        if self.prepared:
-            return
-        self.instance = instance
-        data = instance.data if hasattr(instance, "data") else dict(instance)
-        await asyncio.to_thread(self._prepare_sync, data)
-
-    def _prepare_sync(self, data: dict) -> None:
-        from .data import docker_image_for
-
-        image = self.spec.options.get("image") or docker_image_for(data)
-        try:
-            self.client.images.get(image)
-        except Exception:
-            if not self.spec.options.get("pull", True):
-                raise RepoUnavailable(f"docker image {image} is not present and runtime.options.pull is false")
-            self.client.images.pull(image)
-        self._tmp = tempfile.mkdtemp(prefix="skyrl-docker-ws-")
-        probe = self.client.containers.create(image, command="true")
-        try:
-            stream, _ = probe.get_archive(self.workdir)
-            buf = io.BytesIO(b"".join(stream))
-        finally:
-            probe.remove(force=True)
-        with tarfile.open(fileobj=buf) as tar:
-            prefix = Path(self.workdir).name + "/"
-            members = []
-            for m in tar.getmembers():
-                if m.name.startswith(prefix):
-                    m.name = m.name[len(prefix):]
-                    members.append(m)
-            tar.extractall(self._tmp, members=members, filter="tar")
-        self.workspace = Path(self._tmp)
-        self.container = self.client.containers.run(
-            image, command="sleep infinity", detach=True, working_dir=self.workdir,
-            volumes={self._tmp: {"bind": self.workdir, "mode": "rw"}},
-            network_disabled=not self.spec.network, mem_limit=f"{self.spec.memory_mb}m")
-        self.prepared = True
-
-    async def exec(self, command, timeout_s: float = 30.0, stdin: str | None = None,
-                   env: dict[str, str] | None = None) -> ExecResult:
-        if self.container is None:
-            raise RuntimeError("docker runtime is not prepared: no container (start it with an instance)")
-        argv = ["bash", "-c", command] if isinstance(command, str) else list(command)
-        wrapped = ["timeout", "-s", "KILL", f"{max(1, int(timeout_s))}", *argv]
-        loop = asyncio.get_running_loop()
-        start = loop.time()
-        result = await asyncio.to_thread(self.container.exec_run, wrapped, environment=env or {},
-                                         workdir=self.workdir, stdin=False)
-        text = (result.output or b"").decode("utf-8", "replace")
-        timed_out = result.exit_code == 137 and loop.time() - start >= timeout_s - 0.5
-        text, truncated = truncate_output(text, self.spec.max_output_chars)
-        if timed_out:
-            text += f"\n[command timed out after {timeout_s:g} s and was killed]"
-        return ExecResult(exit_code=None if timed_out else result.exit_code, output=text, timed_out=timed_out,
-                          truncated=truncated, duration_s=loop.time() - start)
-
-    async def diff(self) -> str:
-        res = await self.exec("git -c core.quotepath=off add -A && git -c core.quotepath=off diff --cached "
-                              "--no-color HEAD", timeout_s=60)
-        return res.output
-
-    async def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        if self.container is not None:
-            await asyncio.to_thread(self.container.remove, force=True)
-        if self._tmp:
-            await asyncio.to_thread(shutil.rmtree, self._tmp, True)
-
-
-def docker_client():
-    """A docker SDK client, or RuntimeError saying why none is available."""
-    try:
-        import docker
-    except ImportError as exc:  # a dependency of this plugin, but say so clearly
-        raise RuntimeError(f"the docker runtime needs the 'docker' package: {exc}") from None
-    try:
-        client = docker.from_env()
-        client.ping()
-    except Exception as exc:
-        raise RuntimeError(f"no Docker engine answers ({type(exc).__name__}: {exc}); start dockerd or use "
-                           f"runtime type swe_sandbox") from None
-    return client
-
-
 async def ensure_prepared(runtime: Any, instance: Any) -> None:
     """Prepare ``runtime`` for ``instance`` if it supports it and is not yet prepared (idempotent)."""
     prepare = getattr(runtime, "prepare", None)
@@ -424,3 +310,6 @@ async def workspace_for_tool(ctx: Any, tool: str):
         return None, ToolResult(output=f"{tool} needs a runtime with a workspace, but this trajectory has none",
                                 error=True)
     return root, None
+
+
+from .docker_runtime import DockerRuntime, RuntimeLost, docker_client  # noqa: E402,F401  (its own module)

@@ -23,7 +23,6 @@ import asyncio
 import logging
 import re
 import uuid
-import xml.etree.ElementTree as ET
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -260,13 +259,13 @@ def django_problems(output: str, results: dict[str, str], exit_code: int | None)
     return problems
 
 
-async def _exec_with_channel(runtime: Any, argv: list[str], env: dict[str, str], timeout_s: float):
-    """Run ``argv`` with a pipe's write end inherited as ``SKYRL_RESULT_FD``; returns (ExecResult, lines)."""
+async def read_channel_while(read_fd: int, write_fd: int, run: Any) -> tuple[Any, list[str]]:
+    """Collect the lines arriving on ``read_fd`` (a pipe or FIFO, non-blocking) while ``await run()`` runs; then
+    close the host's ``write_fd`` and wait up to 2 s for EOF (a background process of the tests may still hold
+    the other end: what came is taken). Closes both descriptors. Returns (run's result, lines)."""
     import os
 
     loop = asyncio.get_running_loop()
-    read_fd, write_fd = os.pipe()
-    os.set_blocking(read_fd, False)
     chunks: list[bytes] = []
     eof = loop.create_future()
 
@@ -282,11 +281,10 @@ async def _exec_with_channel(runtime: Any, argv: list[str], env: dict[str, str],
 
     loop.add_reader(read_fd, on_readable)
     try:
-        res = await runtime.exec(argv, timeout_s=timeout_s, env={**env, "SKYRL_RESULT_FD": str(write_fd)},
-                                 pass_fds=(write_fd,))
+        res = await run()
         os.close(write_fd)
         write_fd = -1
-        try:  # a background process of the tests may still hold the pipe: take what came
+        try:
             await asyncio.wait_for(eof, 2.0)
         except asyncio.TimeoutError:
             pass
@@ -296,6 +294,16 @@ async def _exec_with_channel(runtime: Any, argv: list[str], env: dict[str, str],
         if write_fd >= 0:
             os.close(write_fd)
     return res, b"".join(chunks).decode("utf-8", "replace").splitlines()
+
+
+async def _exec_with_channel(runtime: Any, argv: list[str], env: dict[str, str], timeout_s: float):
+    """Run ``argv`` with a pipe's write end inherited as ``SKYRL_RESULT_FD``; returns (ExecResult, lines)."""
+    import os
+
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    return await read_channel_while(read_fd, write_fd, lambda: runtime.exec(
+        argv, timeout_s=timeout_s, env={**env, "SKYRL_RESULT_FD": str(write_fd)}, pass_fds=(write_fd,)))
 
 
 async def run_tests(runtime: Any, data: dict, tests: list[str], timeout_s: float = TEST_TIMEOUT_S) -> TestRun:
@@ -319,32 +327,19 @@ async def run_tests(runtime: Any, data: dict, tests: list[str], timeout_s: float
         base = ["python", "-m", "pytest", *base[1:]]
     plugins = [a for p in data.get("pytest_plugins") or [] for a in ("-p", str(p))]
     argv = [*base, "-p", "no:cacheprovider", *plugins, "-q", *files]
-    if not hasattr(runtime, "ro_paths"):  # docker: no host mounts, so the runner's own report file
-        return await _run_junit(runtime, argv, env, timeout_s)
-    if channel_dir() not in runtime.ro_paths:
-        runtime.ro_paths.append(channel_dir())
-    env["PYTHONPATH"] = ":".join(filter(None, [channel_dir(), getattr(runtime, "tool_env", {}).get("PYTHONPATH")]))
-    res, lines = await _exec_with_channel(runtime, [*argv[:len(base)], "-p", "skyrl_result_channel",
-                                                    *argv[len(base):]], env, timeout_s)
+    channel_argv = [*argv[:len(base)], "-p", "skyrl_result_channel", *argv[len(base):]]
+    if hasattr(runtime, "exec_with_channel"):  # docker: a FIFO only the container's root shell can open
+        env["PYTHONPATH"] = ":".join(filter(None, [runtime.channel_path, runtime.tool_env.get("PYTHONPATH")]))
+        res, lines = await runtime.exec_with_channel(channel_argv, env, timeout_s)
+    else:
+        if channel_dir() not in runtime.ro_paths:
+            runtime.ro_paths.append(channel_dir())
+        env["PYTHONPATH"] = ":".join(filter(None, [channel_dir(), getattr(runtime, "tool_env", {}).get("PYTHONPATH")]))
+        res, lines = await _exec_with_channel(runtime, channel_argv, env, timeout_s)
     results, problems = read_channel(lines, res.exit_code)
     if res.limits:
         problems.append(f"the test run hit the sandbox's {', '.join(res.limits)} limit")
     return TestRun(results, "channel", res.exit_code, res.output[-4000:], problems)
-
-
-async def _run_junit(runtime: Any, argv: list[str], env: dict[str, str], timeout_s: float) -> TestRun:
-    report_dir = f".skyrl-report-{uuid.uuid4().hex[:8]}"
-    report = f"{report_dir}/junit.xml"
-    res = await runtime.exec([*argv, "-o", "junit_family=xunit1", f"--junitxml={report}"], timeout_s=timeout_s,
-                             env=env)
-    try:
-        results = parse_junit(await runtime.read_file(report))
-    except (OSError, ValueError, ET.ParseError) as exc:
-        log.warning("no JUnit report from the test run (%s); exit %s", exc, res.exit_code)
-        results = {}
-    finally:
-        await runtime.exec(["rm", "-rf", report_dir], timeout_s=30)
-    return TestRun(results, "junit", res.exit_code, res.output[-4000:])
 
 
 def _verification_spec(spec: RuntimeSpec | None, runtime_type: str) -> RuntimeSpec:
@@ -367,6 +362,8 @@ async def verify_patch(instance: Instance, patch: str, runtime_cls: type | None 
         metrics["error"] = "the instance lists no FAIL_TO_PASS or PASS_TO_PASS tests"
         return VerifierResult(reward=0.0, metrics=metrics)
     check = cls(_verification_spec(spec, getattr(cls, "name", "swe_sandbox")), instance=instance)
+    if hasattr(check, "result_channel"):  # docker: mount the channel into this fresh container
+        check.result_channel = True
     try:
         await check.start()
         await ensure_prepared(check, instance)
@@ -396,6 +393,9 @@ async def verify_patch(instance: Instance, patch: str, runtime_cls: type | None 
 async def swe_tests(trajectory: Any, runtime: Any, instance: Instance) -> VerifierResult:
     """The registered verifier ``(trajectory, runtime, instance) -> VerifierResult`` (see the module doc)."""
     patch = ""
+    if getattr(trajectory, "finish_reason", None) == "error_runtime":  # its container is gone: nothing to score
+        return VerifierResult(reward=0.0, metrics={"model_patch": "", "patch_applied": False,
+                                                   "error": f"error_runtime: {trajectory.error}"})
     if runtime is not None and getattr(runtime, "prepared", False) and hasattr(runtime, "diff"):
         patch = await runtime.diff()
     elif isinstance(getattr(trajectory, "answer", None), str):
