@@ -177,9 +177,11 @@ class SweSandbox(LocalSandbox):
             shutil.rmtree(self.workspace)
             self.workspace.mkdir()
         env = ENVIRONMENTS.get(data, Path(source), isolation=self.spec.isolation)
-        # the install step's tree (compiled extensions, generated files) when the row has one, else the source
-        shutil.copytree(env.tree or source, self.workspace, dirs_exist_ok=True, symlinks=True,
-                        ignore=shutil.ignore_patterns(".git"))
+        # what the install step added to the tree (compiled extensions, *.egg-info), under the repository's own
+        # files as they are at the base commit (a version file the build rewrote is the repository's again)
+        if env.tree is not None:
+            shutil.copytree(env.tree, self.workspace, dirs_exist_ok=True, symlinks=True)
+        shutil.copytree(source, self.workspace, dirs_exist_ok=True, symlinks=True)
         self.base_commit = init_baseline(self.workspace, self._base_git())
         self.env_dir = env.venv
         self.ro_paths.extend(m for m in env.mounts if m not in self.ro_paths)
