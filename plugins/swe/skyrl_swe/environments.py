@@ -88,9 +88,21 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:12]
 
 
+_DIGESTS: dict[tuple, str] = {}
+
+
 def tree_digest(root: Path) -> str:
     """A content hash of a source tree: every file's relative path, mode bit for execution and bytes (symlinks by
-    their target), ``.git`` and ``__pycache__`` left out. About 1 s for 100 MB."""
+    their target), ``.git`` and ``__pycache__`` left out. About 1 s for 100 MB; remembered per process for a
+    directory (by path, inode and mtime), as repository sources are never edited in place."""
+    st = os.stat(root)
+    memo = (str(root), st.st_ino, st.st_mtime_ns)
+    if memo not in _DIGESTS:
+        _DIGESTS[memo] = _tree_digest(root)
+    return _DIGESTS[memo]
+
+
+def _tree_digest(root: Path) -> str:
     h = hashlib.sha256()
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in (".git", "__pycache__"))
