@@ -4,31 +4,14 @@ test_rollout.py, through the real sandbox and the generic python tool."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from skyrl_core.rollout import RolloutSession
 from skyrl_core.runtime import LocalSandbox, RuntimeSpec, bubblewrap_problem
 from test_agent import ScriptedReplyInjector, call
-from test_rollout import FakePlugin, config
+from test_rollout import config, engine, registry  # noqa: F401 (the same plugin, engine and registry fixtures)
 
 pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture
-def registry(plugins):
-    plugins.register_plugin(FakePlugin(), "fake-rollout-plugin")
-    return plugins.registry
-
-
-@pytest.fixture(scope="module")
-def engine():
-    from skyrl_core.inference.hf import HFEngine
-
-    eng = HFEngine(model="smollm2-135m-instruct", max_batch=2, device="cpu")
-    yield eng
-    asyncio.run(eng.close())
 
 
 class FloodThenFinish(ScriptedReplyInjector):
