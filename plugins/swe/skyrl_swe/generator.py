@@ -32,7 +32,7 @@ from skyrl_core.errors import SkyrlError
 from skyrl_core.runtime import RuntimeSpec
 
 from .runtime import SweSandbox, cache_dir
-from .verifier import FAILED, ERROR, PASSED, is_test_file, parse_junit
+from .verifier import ERROR, FAILED, PASSED, is_test_file, parse_junit, rebuild
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +151,20 @@ def source_files(root: Path) -> list[str]:
                 or p.name in ("setup.py", "conftest.py", "noxfile.py", "__main__.py") or ".egg-info" in rel:
             continue
         out.append(rel)
+    return out
+
+
+COMPILED = (".c", ".h", ".cc", ".cpp", ".hpp", ".pyx", ".pxd")
+
+
+def compiled_sources(root: Path) -> list[str]:
+    """Non-test C, C++ and Cython sources of a project (relative paths), outside docs and build directories."""
+    out = []
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root).as_posix()
+        if p.suffix in COMPILED and p.is_file() and not is_test_file(rel) and rel.split("/")[0] not in (
+                "docs", "doc", "examples", "benchmarks", "build") and ".egg-info" not in rel:
+            out.append(rel)
     return out
 
 
@@ -446,11 +460,12 @@ async def generate_from_releases(name: str, old: str, new: str, out_dir: str | P
     Raises GeneratorError when the change fixes no test."""
     old_root, _, _ = await asyncio.to_thread(fetch_sdist, f"{name}=={old}")
     new_root, _, _ = await asyncio.to_thread(fetch_sdist, f"{name}=={new}")
-    source = sorted(set(source_files(old_root)) | set(source_files(new_root)))
+    compiled = sorted(set(compiled_sources(old_root)) | set(compiled_sources(new_root)))
+    source = sorted(set(source_files(old_root)) | set(source_files(new_root))) + compiled
     tests = sorted(set(_test_files(old_root)) | set(_test_files(new_root)))
     patch, test_patch = tree_patch(old_root, new_root, source), tree_patch(old_root, new_root, tests)
     if not patch:
-        raise GeneratorError(f"{name} {old} -> {new}: no non-test Python file changed")
+        raise GeneratorError(f"{name} {old} -> {new}: no non-test source file changed")
     iid = f"{name}__{name}-{old}-to-{new}"
     out = Path(out_dir)
     repo_dir = out / "repos" / iid
@@ -458,6 +473,11 @@ async def generate_from_releases(name: str, old: str, new: str, out_dir: str | P
         shutil.rmtree(repo_dir)
     shutil.copytree(old_root, repo_dir, ignore=shutil.ignore_patterns("__pycache__", ".skyrl-unpacked"))
     fields = environment_fields(old_root, requirements, install, pytest_autoload)
+    if compiled and fields.get("install") and (old_root / "setup.py").is_file():
+        # the fix may change C: the verifier recompiles in its sandbox after applying the patch (offline, so
+        # setuptools must be in the environment)
+        fields["rebuild"] = "python setup.py -q build_ext --inplace"
+        fields["requirements"] = [*fields["requirements"], "setuptools"]
     base_data = {"repo": name, "version": old, "repo_dir": str(repo_dir), **fields}
     spec = RuntimeSpec(type="swe_sandbox", cpu_time_s=int(timeout_s), memory_mb=4096)
     from .verifier import apply_patch
@@ -471,6 +491,9 @@ async def generate_from_releases(name: str, old: str, new: str, out_dir: str | P
                 ok, how = await apply_patch(runtime, p)
                 if not ok:
                     raise GeneratorError(f"{name} {old} -> {new}: a release diff does not apply: {how}")
+            ok, how = await rebuild(runtime, base_data)
+            if not ok:
+                raise GeneratorError(f"{name} {old} -> {new}: the rebuild step failed: {how}")
             results.append(await run_suite(runtime, [], timeout_s))
         finally:
             await runtime.close()

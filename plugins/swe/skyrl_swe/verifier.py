@@ -118,6 +118,19 @@ async def apply_patch(runtime: Any, patch: str) -> tuple[bool, str]:
         await runtime.exec(["rm", "-f", name], timeout_s=30)
 
 
+async def rebuild(runtime: Any, data: dict) -> tuple[bool, str]:
+    """Run the row's ``rebuild`` step (e.g. ``python setup.py build_ext --inplace``: recompile extensions from the
+    patched sources) inside ``runtime``, after the patches and before the tests; (ok, message). The step compiles
+    and runs agent-written code, so it only ever runs in the sandbox, offline."""
+    step = data.get("rebuild")
+    if not step:
+        return True, "no rebuild step"
+    res = await runtime.exec(step, timeout_s=TEST_TIMEOUT_S, env=getattr(runtime, "tool_env", None) or {})
+    if res.exit_code == 0:
+        return True, "rebuilt"
+    return False, f"exit {res.exit_code}: {res.output.strip()[-2000:]}"
+
+
 # -- reports: parsing and test-id matching live in grading.py (re-exported here for existing importers) ------------
 # -- running tests ---------------------------------------------------------------------------------------------
 @attrs.define
@@ -381,6 +394,10 @@ async def verify_patch(instance: Instance, patch: str, runtime_cls: type | None 
         ok, how = await apply_patch(check, data.get("test_patch") or "")
         if not ok:
             metrics["error"] = f"the instance's test patch does not apply after the agent's patch: {how}"
+            return VerifierResult(reward=0.0, metrics=metrics)
+        ok, how = await rebuild(check, data)
+        if not ok:
+            metrics["error"] = f"the rebuild step failed after the patches: {how}"
             return VerifierResult(reward=0.0, metrics=metrics)
         run = await run_tests(check, data, f2p + p2p)
     finally:
