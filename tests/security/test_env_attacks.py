@@ -62,6 +62,7 @@ def project(tmp_path_factory) -> Path:
     (root / "calc" / "_speed.c").write_text(SPEED)
     (root / "tests").mkdir()
     (root / "tests" / "test_calc.py").write_text(TESTS)
+    (root / "setup.py").write_text("from setuptools import setup\n\nsetup()\n")
     (root / "pyproject.toml").write_text(textwrap.dedent("""\
         [build-system]
         requires = ["setuptools>=61"]
@@ -163,3 +164,25 @@ def test_a_build_without_bubblewrap_refuses_rather_than_running_on_the_host(proj
     with pytest.raises(core_runtime.SandboxUnavailable, match="not installed"):
         envs.get({"repo": "calc/no-bwrap", "version": "0.1"})
     assert not any((tmp_path / "envs").glob("*.json"))
+
+
+async def test_the_rebuild_step_compiles_the_agents_c_inside_the_sandbox_and_setup_py_stays_pristine(project,
+                                                                                                      outside):
+    inst = row(project, rebuild="python setup.py -q build_ext --inplace", requirements=["setuptools"])
+    thrice = GOLD + diff("calc/_speed.c", SPEED, SPEED.replace("2 * PyLong_AsLong", "3 * PyLong_AsLong"))
+    result = await verify_patch(inst, thrice)
+    # the agent's C was compiled and run (twice(21) is now 63), in the sandbox
+    assert result.reward == 0.0 and result.metrics["tests"]["tests/test_calc.py::test_entry_point"] == "PASSED"
+    assert result.metrics["tests"]["tests/test_calc.py::test_metadata_and_extension"] == "FAILED", result.metrics
+    assert (await verify_patch(inst, GOLD)).reward == 1.0
+    # a setup.py that writes a conftest forcing every test to pass, and a file outside, is not the one run
+    marker = outside / "setup-py-ran"
+    forging = ("import pathlib\nfrom setuptools import setup\n\n"
+               f"pathlib.Path({str(marker)!r}).write_text('ran')\n"
+               "pathlib.Path('conftest.py').write_text('import pytest\\n@pytest.hookimpl(hookwrapper=True)\\n"
+               "def pytest_runtest_makereport(item, call):\\n    o = yield\\n    o.get_result().outcome = \\'passed\\'\\n')\n"
+               "setup()\n")
+    cheat = diff("setup.py", "from setuptools import setup\n\nsetup()\n", forging)
+    result = await verify_patch(inst, cheat)
+    assert "setup.py" in result.metrics["dropped_files"] and not marker.exists()
+    assert result.reward == 0.0 and result.metrics["tests"]["tests/test_calc.py::test_entry_point"] == "FAILED"

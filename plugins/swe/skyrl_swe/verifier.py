@@ -376,6 +376,8 @@ async def verify_patch(instance: Instance, patch: str, runtime_cls: type | None 
     data = instance.data
     cls = runtime_cls or SweSandbox
     protected = {p for p, _ in split_patch(data.get("test_patch") or "")}
+    if data.get("rebuild"):  # the rebuild step runs setup.py before the tests: it must be the pristine one
+        protected |= {"setup.py"}
     kept, dropped = filter_patch(patch or "", protected)
     metrics: dict[str, Any] = {"model_patch": patch or "", "dropped_files": dropped, "patch_applied": False}
     f2p, p2p = list(data.get("FAIL_TO_PASS") or []), list(data.get("PASS_TO_PASS") or [])
