@@ -345,6 +345,11 @@ class RolloutSession:
             slot = slots[id(traj)]
             try:
                 if slot.runtime is not None:
+                    # every limit the agent's commands hit, by name, for every task (docs/runtimes.md)
+                    hits = dict(getattr(slot.runtime, "limit_hits", None) or {})
+                    if hits:
+                        traj.metrics["runtime_limits"] = hits
+                        traj.metrics["runtime_limit_hits"] = sum(hits.values())
                     await slot.runtime.close()
             except Exception as exc:  # release never raises; a broken close is logged
                 log.warning("trajectory %s: closing its runtime failed: %s: %s", traj.id, type(exc).__name__, exc)

@@ -19,6 +19,10 @@ async def run_python(args: dict, ctx: ToolContext) -> ToolResult:
     await runtime.write_file(fname, args["code"])
     result = await runtime.exec([sys.executable, "-I", fname], timeout_s=timeout)
     output = result.output.rstrip()
+    if result.limits:  # each named in the output by the runtime ([limit NAME: ...])
+        return ToolResult(output=output, error=True, metadata={"limits": list(result.limits),
+                                                               "exit_code": result.exit_code,
+                                                               "timed_out": result.timed_out})
     if result.timed_out:
         return ToolResult(output=output or f"[no output; timed out after {timeout:g} s]", error=True,
                           metadata={"timed_out": True})

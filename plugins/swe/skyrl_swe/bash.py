@@ -57,6 +57,7 @@ printf '\n\036skyrl-bash rc=%s left=%s\n' "$rc" "$left"
 exit "$rc"
 """.replace("__KILL__", f"{KILL_AFTER_S:g}")
 _MARKER = re.compile(r"\n?\x1eskyrl-bash rc=(\d+) left=([01])\n?$")
+_LIMIT_NOTES = re.compile(r"(\n\[limit [a-z_]+: [^\n]*\])+$")
 _RUNTIME_NOTE = re.compile(r"\n\[\.\.\. output truncated: [^\n]*\.\.\.\]\n")
 
 _WAITED_FOR_INPUT = re.compile(
@@ -111,6 +112,10 @@ async def run_bash(args: dict, ctx: ToolContext) -> ToolResult:
     result = await runtime.exec(["bash", "-c", _WRAPPER, "skyrl-bash", command, f"{limit:g}"], timeout_s=backstop,
                                 env=env)
     raw = result.output
+    # the runtime appends one [limit NAME: ...] line per limit hit after the command's own output (and our marker)
+    limit_notes = _LIMIT_NOTES.search(raw)
+    if limit_notes:
+        raw = raw[:limit_notes.start()]
     marker = _MARKER.search(raw)
     exit_code, left = (int(marker.group(1)), marker.group(2) == "1") if marker else (result.exit_code, False)
     produced = result.output_bytes
@@ -122,15 +127,16 @@ async def run_bash(args: dict, ctx: ToolContext) -> ToolResult:
     output, truncated = truncate_output(raw, MAX_OUTPUT_CHARS, produced)
     truncated = truncated or result.truncated
     timed_out = result.timed_out or (exit_code in (124, 137) and result.duration_s >= limit - 0.05)
-    notes: list[str] = []
+    notes: list[str] = [n for n in limit_notes.group(0).split("\n") if n and "[limit output:" not in n] \
+        if limit_notes else []
     if left:
         notes.append(BACKGROUND_NOTE)
     if timed_out:
         why = f" (capped by agent.tool_timeout_s = {agent_timeout:g} s)" if capped else ""
         status = f"exit status {exit_code}" if exit_code is not None else "killed"
-        if "[command timed out" not in output:
-            notes.append(f"[timed out after {limit:g} s{why}: the command was stopped, {status}; the output "
-                         f"above is what it wrote until then]")
+        if not any(n.startswith("[limit wall_time:") for n in notes):
+            notes.append(f"[limit wall_time: timed out after {limit:g} s{why}: the command was stopped, {status}; "
+                         f"the output above is what it wrote until then]")
         notes.append("Hint: run long jobs with a smaller scope (one test file), in the background of one "
                      "command with a time limit, or raise `timeout`.")
     elif exit_code not in (0, None):
@@ -141,8 +147,10 @@ async def run_bash(args: dict, ctx: ToolContext) -> ToolResult:
     if not text and not notes:
         text = "[command finished with no output]"
     text = "\n".join(p for p in [text, *notes] if p)
-    return ToolResult(output=text, error=timed_out or exit_code != 0,
-                      metadata={"exit_code": exit_code, "timed_out": timed_out, "truncated": truncated,
+    limits = list(dict.fromkeys([*result.limits, *(["wall_time"] if timed_out else []),
+                                 *(["output"] if truncated else [])]))
+    return ToolResult(output=text, error=timed_out or exit_code != 0 or bool(limits),
+                      metadata={"exit_code": exit_code, "limits": limits, "timed_out": timed_out, "truncated": truncated,
                                 "output_bytes": produced, "timeout_s": limit,
                                 "background_stopped": left, "duration_s": round(result.duration_s, 3)})
 

@@ -24,6 +24,11 @@ def generate_command(
     kind: Optional[list[str]] = typer.Option(None, "--kind", help="Mutation kinds (flip_comparison, drop_branch, "
                                              "off_by_one, swap_arguments); default all."),
     requirement: Optional[list[str]] = typer.Option(None, "--requirement", help="Extra packages the tests need."),
+    install: Optional[str] = typer.Option(None, "--install", help="The rows' install step, run in a sandbox "
+                                          "(default: 'python -m pip install -e .' when the project has setup.py or "
+                                          "pyproject.toml; 'none' for no install step)."),
+    pytest_autoload: bool = typer.Option(False, "--pytest-autoload", help="Let pytest autoload the "
+                                         "environment's plugins (for a pytest plugin's own tests)."),
     to: Optional[str] = typer.Option(None, "--to", help="A later release: write one instance from the project's "
                                      "real history instead (the change from NAME==VERSION to this release)."),
 ) -> None:
@@ -32,13 +37,15 @@ def generate_command(
     patch)."""
     from .generator import KINDS, generate, generate_from_releases
 
+    step = "" if install == "none" else install
     if to:
         if "==" not in project:
             from skyrl_core.errors import SkyrlError
 
             raise SkyrlError(f"--to needs the project as NAME==VERSION (got '{project}')")
         name, old = project.split("==", 1)
-        row = asyncio.run(generate_from_releases(name, old, to, out, requirements=list(requirement or [])))
+        row = asyncio.run(generate_from_releases(name, old, to, out, requirements=list(requirement or []),
+                                                 install=step, pytest_autoload=pytest_autoload))
         typer.echo(f"{row['instance_id']}: {len(row['FAIL_TO_PASS'])} FAIL_TO_PASS, {len(row['PASS_TO_PASS'])} "
                    f"PASS_TO_PASS; wrote {out / 'instances.jsonl'}")
         return
@@ -51,7 +58,8 @@ def generate_command(
         raise SkyrlError(f"unknown --kind {', '.join(bad)}; valid: {', '.join(KINDS)}")
     logging.getLogger("skyrl_swe").setLevel(logging.INFO)
     rows = asyncio.run(generate(project, out, n=n, seed=seed, max_tries=max_tries, kinds=kinds,
-                                requirements=list(requirement or [])))
+                                requirements=list(requirement or []), install=step,
+                                pytest_autoload=pytest_autoload))
     for row in rows:
         typer.echo(f"{row['instance_id']}: {row['mutation']['description']} "
                    f"({len(row['FAIL_TO_PASS'])} FAIL_TO_PASS, {len(row['PASS_TO_PASS'])} PASS_TO_PASS)")

@@ -3,7 +3,10 @@
 Rows are read from JSON (a list), JSONL or parquet files (or every such file in a directory), or a ``datasets``
 name when online. Every row is normalised to the SWE-bench fields: ``instance_id``, ``repo``, ``base_commit``,
 ``problem_statement``, ``patch``, ``test_patch``, ``FAIL_TO_PASS``, ``PASS_TO_PASS`` (lists), ``version``, plus
-``image`` (a docker image), ``repo_dir`` (a ready source tree, for generated instances), ``test_cmd``.
+``image`` (a docker image), ``repo_dir`` (a ready source tree, for generated instances), ``test_cmd``; and what
+builds the instance's environment (:mod:`skyrl_swe.environments`): ``pytest``, ``requirements``,
+``pip_packages``, ``environment_setup``, ``pre_install``, ``install``, ``rebuild`` (run by the verifier after the
+patches), ``pytest_autoload``, ``pytest_plugins``.
 
 A repository comes from, in order: the row's ``repo_dir``; a local mirror directory (``mirror_dir``: a plain
 snapshot ``<mirror>/<instance_id>/``, or a git clone ``<mirror>/<owner>__<name>``, ``<mirror>/<owner>/<name>`` or

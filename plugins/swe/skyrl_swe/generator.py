@@ -14,7 +14,9 @@ import difflib
 import hashlib
 import json
 import logging
+import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -30,7 +32,7 @@ from skyrl_core.errors import SkyrlError
 from skyrl_core.runtime import RuntimeSpec
 
 from .runtime import SweSandbox, cache_dir
-from .verifier import FAILED, ERROR, PASSED, is_test_file, parse_junit
+from .verifier import ERROR, FAILED, PASSED, is_test_file, parse_junit, rebuild
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +154,20 @@ def source_files(root: Path) -> list[str]:
     return out
 
 
+COMPILED = (".c", ".h", ".cc", ".cpp", ".hpp", ".pyx", ".pxd")
+
+
+def compiled_sources(root: Path) -> list[str]:
+    """Non-test C, C++ and Cython sources of a project (relative paths), outside docs and build directories."""
+    out = []
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root).as_posix()
+        if p.suffix in COMPILED and p.is_file() and not is_test_file(rel) and rel.split("/")[0] not in (
+                "docs", "doc", "examples", "benchmarks", "build") and ".egg-info" not in rel:
+            out.append(rel)
+    return out
+
+
 # -- fetching projects -------------------------------------------------------------------------------------------
 def fetch_sdist(requirement: str, dest: Path | None = None) -> tuple[Path, str, str]:
     """Download (once) and unpack the source distribution of ``NAME==VERSION``; returns (dir, name, version)."""
@@ -164,17 +180,9 @@ def fetch_sdist(requirement: str, dest: Path | None = None) -> tuple[Path, str, 
         return target, name, version
     downloads = cache_dir() / "sdists"
     downloads.mkdir(parents=True, exist_ok=True)
-    found = [p for p in downloads.iterdir() if p.name.lower().replace("_", "-").startswith(
-        f"{name}-{version}".lower().replace("_", "-")) and p.name.endswith((".tar.gz", ".zip", ".tgz"))]
+    found = [p for p in downloads.iterdir() if _is_sdist_of(p.name, name, version)]
     if not found:
-        proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-                               "--no-build-isolation", "-q", "-d", str(downloads), requirement],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise GeneratorError(f"could not download the source distribution of {requirement}: "
-                                 f"{proc.stderr.strip()[-500:]}")
-        found = [p for p in downloads.iterdir() if p.name.lower().replace("_", "-").startswith(
-            f"{name}-{version}".lower().replace("_", "-"))]
+        found = [download_sdist(name, version, downloads)]
     archive = found[0]
     if target.exists():
         shutil.rmtree(target)
@@ -197,11 +205,84 @@ def fetch_sdist(requirement: str, dest: Path | None = None) -> tuple[Path, str, 
     return target, name, version
 
 
+def _norm(text: str) -> str:
+    return re.sub(r"[-_.]+", "-", text).lower()
+
+
+def _is_sdist_of(filename: str, name: str, version: str) -> bool:
+    for ext in (".tar.gz", ".zip", ".tgz"):
+        if filename.endswith(ext):
+            return _norm(filename[: -len(ext)]) == _norm(f"{name}-{version}")
+    return False
+
+
+def download_sdist(name: str, version: str, dest: Path) -> Path:
+    """Download the source distribution of ``name`` ``version`` from the package index's JSON simple API
+    (PEP 691; ``$PIP_INDEX_URL`` or PyPI) into ``dest``, checking its sha256. Nothing of it runs here: unlike
+    ``pip download``, which prepares the sdist's metadata by running its build backend on the host. Raises
+    GeneratorError naming what is missing."""
+    import urllib.request
+
+    index = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple").rstrip("/")
+    request = urllib.request.Request(f"{index}/{_norm(name)}/",
+                                     headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as resp:
+            files = json.load(resp).get("files", [])
+    except (OSError, ValueError) as exc:
+        raise GeneratorError(f"could not list {name} on the package index {index}: {exc}") from None
+    found = [f for f in files if _is_sdist_of(f.get("filename", ""), name, version)]
+    if not found:
+        raise GeneratorError(f"{name} {version} has no source distribution on {index} (a release with an sdist "
+                             f"is needed: its source tree is the repository)")
+    meta = found[0]
+    target = dest / meta["filename"]
+    tmp = target.with_name(target.name + ".part")
+    try:
+        with urllib.request.urlopen(meta["url"], timeout=300) as resp, open(tmp, "wb") as fh:
+            shutil.copyfileobj(resp, fh)
+    except OSError as exc:
+        raise GeneratorError(f"could not download {meta['url']}: {exc}") from None
+    want = (meta.get("hashes") or {}).get("sha256")
+    if want and hashlib.sha256(tmp.read_bytes()).hexdigest() != want:
+        tmp.unlink()
+        raise GeneratorError(f"{meta['filename']}: sha256 differs from the index's ({want})")
+    tmp.rename(target)
+    return target
+
+
+def default_install(root: Path) -> str:
+    """The install step a generated instance gets: ``python -m pip install -e .`` for a project with a build
+    definition (``setup.py``, ``pyproject.toml``), else none."""
+    return "python -m pip install -e ." if (root / "setup.py").is_file() or (root / "pyproject.toml").is_file() \
+        else ""
+
+
+def environment_fields(root: Path, requirements: list[str] | None, install: str | None,
+                       pytest_autoload: bool) -> dict:
+    """What a generated row says about its environment: ``requirements``, ``install`` (when any) and
+    ``pytest_autoload`` (when set)."""
+    fields: dict = {"requirements": list(requirements or [])}
+    step = default_install(root) if install is None else install
+    if step:
+        fields["install"] = step
+    if pytest_autoload:
+        fields["pytest_autoload"] = True
+    return fields
+
+
 # -- running a suite ---------------------------------------------------------------------------------------------
 async def run_suite(runtime: SweSandbox, test_args: list[str], timeout_s: float) -> tuple[dict[str, str], dict[str, str]]:
-    """Run pytest in ``runtime``; returns ({node id: status}, {node id: failure message})."""
+    """Run pytest in ``runtime``, with the environment the verifier gives the instance's tests (plugin autoload
+    as the row says); returns ({node id: status}, {node id: failure message})."""
+    from .verifier import runner_env
+
+    data = runtime.instance.data if runtime.instance is not None else {}
+    plugins = [a for p in data.get("pytest_plugins") or [] for a in ("-p", str(p))]
     report = ".skyrl-gen-report.xml"
-    res = await runtime.exec(["python", "-m", "pytest", "-p", "no:cacheprovider", "-q", "-o", "junit_family=xunit1", f"--junitxml={report}", *test_args], timeout_s=timeout_s)
+    res = await runtime.exec(["python", "-m", "pytest", "-p", "no:cacheprovider", *plugins, "-q", "-o",
+                              "junit_family=xunit1", f"--junitxml={report}", *test_args], timeout_s=timeout_s,
+                             env=runner_env(data))
     path = Path(runtime.workspace) / report
     try:
         text = path.read_text(encoding="utf-8")
@@ -217,6 +298,15 @@ async def run_suite(runtime: SweSandbox, test_args: list[str], timeout_s: float)
                 key = next((k for k in results if k.endswith("::" + case.get("name", ""))), case.get("name", ""))
                 messages[key] = (child.get("message") or "") + "\n" + (child.text or "")
     return results, messages
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def stable_test_id(test_id: str) -> bool:
+    """Whether a test id names the same test in every run: not one parametrized by an object whose repr holds its
+    memory address (``<FakeDate object at 0x7f...>``), which no later run can match."""
+    return not _ADDRESS.search(test_id)
 
 
 def problem_statement(name: str, failing: list[str], messages: dict[str, str]) -> str:
@@ -243,11 +333,12 @@ def gold_patch(path: str, buggy: bytes, fixed: bytes) -> str:
 
 async def generate(project: str | Path, out_dir: str | Path, n: int = 3, seed: int = 0, max_tries: int = 40,
                    kinds: tuple[str, ...] = KINDS, timeout_s: float = 600.0, requirements: list[str] | None = None,
-                   max_fail_to_pass: int = 50) -> list[dict]:
+                   max_fail_to_pass: int = 50, install: str | None = None, pytest_autoload: bool = False) -> list[dict]:
     """Generate up to ``n`` instances from ``project`` (``NAME==VERSION`` from the package index, or a directory)
     into ``out_dir`` (``instances.jsonl`` plus ``repos/<instance_id>/``). Tries at most ``max_tries`` mutations,
-    each running the test suite (seconds each for a small project). Raises GeneratorError when the unmutated
-    suite has no passing test."""
+    each running the test suite (seconds each for a small project). ``install``: the rows' install step (default
+    :func:`default_install`; "" for none); ``pytest_autoload``: the rows let pytest autoload the environment's
+    plugins (a pytest plugin's own tests). Raises GeneratorError when the unmutated suite has no passing test."""
     if Path(str(project)).is_dir():
         root, name, version = Path(project).resolve(), Path(project).name, "local"
     else:
@@ -255,7 +346,8 @@ async def generate(project: str | Path, out_dir: str | Path, n: int = 3, seed: i
     out = Path(out_dir)
     (out / "repos").mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
-    base_data = {"repo": name, "version": version, "repo_dir": str(root), "requirements": requirements or []}
+    fields = environment_fields(root, requirements, install, pytest_autoload)
+    base_data = {"repo": name, "version": version, "repo_dir": str(root), **fields}
     spec = RuntimeSpec(type="swe_sandbox", cpu_time_s=int(timeout_s), memory_mb=4096)
     runtime = SweSandbox(spec, instance=Instance(id=f"{name}-{version}", data=base_data))
     instances: list[dict] = []
@@ -296,12 +388,12 @@ async def generate(project: str | Path, out_dir: str | Path, n: int = 3, seed: i
                 results, messages = await run_suite(runtime, [], timeout_s)
             finally:
                 target.write_bytes(original)
-            failing = sorted(t for t in passing if results.get(t, FAILED) in (FAILED, ERROR))
+            failing = sorted(t for t in passing if results.get(t, FAILED) in (FAILED, ERROR) and stable_test_id(t))
             if not failing or len(failing) > max_fail_to_pass or not results:
                 continue
             files = {t.split("::", 1)[0] for t in failing}
             still = sorted(t for t in passing if t not in failing and t.split("::", 1)[0] in files
-                           and results.get(t) == PASSED)
+                           and results.get(t) == PASSED and stable_test_id(t))
             digest = hashlib.sha1(mutated).hexdigest()[:8]
             iid = f"{name}__{name}-{version}-{mutation.kind}-{digest}"
             repo_dir = out / "repos" / iid
@@ -314,7 +406,7 @@ async def generate(project: str | Path, out_dir: str | Path, n: int = 3, seed: i
                 "problem_statement": problem_statement(name, failing, messages),
                 "patch": gold_patch(mutation.path, mutated, original), "test_patch": "",
                 "FAIL_TO_PASS": failing, "PASS_TO_PASS": still, "repo_dir": f"repos/{iid}",
-                "requirements": requirements or [], "test_cmd": "pytest",
+                **fields, "test_cmd": "pytest",
                 "mutation": {"kind": mutation.kind, "path": mutation.path, "line": mutation.line,
                              "description": mutation.description},
                 "created_by": f"skyrl swe generate {name}=={version} seed={seed} try={tries}",
@@ -358,27 +450,35 @@ def _test_files(root: Path) -> list[str]:
 
 
 async def generate_from_releases(name: str, old: str, new: str, out_dir: str | Path, timeout_s: float = 600.0,
-                                 requirements: list[str] | None = None) -> dict:
+                                 requirements: list[str] | None = None, install: str | None = None,
+                                 pytest_autoload: bool = False) -> dict:
     """One SWE-bench-style instance from two releases of a project on the package index (its real history): the
     repository is release ``old``'s source distribution; the gold ``patch`` is the change of its non-test Python
     files up to release ``new``; the ``test_patch`` the change of its test files. FAIL_TO_PASS are the tests that
     pass on ``new``'s source and not on ``old``'s (both with ``new``'s tests), PASS_TO_PASS those that pass on
-    both. Writes ``out_dir/instances.jsonl`` (appended) and ``out_dir/repos/<instance_id>/``; returns the row.
+    both. ``install`` and ``pytest_autoload`` as for :func:`generate`. Writes ``out_dir/instances.jsonl`` (appended) and ``out_dir/repos/<instance_id>/``; returns the row.
     Raises GeneratorError when the change fixes no test."""
     old_root, _, _ = await asyncio.to_thread(fetch_sdist, f"{name}=={old}")
     new_root, _, _ = await asyncio.to_thread(fetch_sdist, f"{name}=={new}")
-    source = sorted(set(source_files(old_root)) | set(source_files(new_root)))
+    compiled = sorted(set(compiled_sources(old_root)) | set(compiled_sources(new_root)))
+    source = sorted(set(source_files(old_root)) | set(source_files(new_root))) + compiled
     tests = sorted(set(_test_files(old_root)) | set(_test_files(new_root)))
     patch, test_patch = tree_patch(old_root, new_root, source), tree_patch(old_root, new_root, tests)
     if not patch:
-        raise GeneratorError(f"{name} {old} -> {new}: no non-test Python file changed")
+        raise GeneratorError(f"{name} {old} -> {new}: no non-test source file changed")
     iid = f"{name}__{name}-{old}-to-{new}"
     out = Path(out_dir)
     repo_dir = out / "repos" / iid
     if repo_dir.exists():
         shutil.rmtree(repo_dir)
     shutil.copytree(old_root, repo_dir, ignore=shutil.ignore_patterns("__pycache__", ".skyrl-unpacked"))
-    base_data = {"repo": name, "version": old, "repo_dir": str(repo_dir), "requirements": requirements or []}
+    fields = environment_fields(old_root, requirements, install, pytest_autoload)
+    if compiled and fields.get("install") and (old_root / "setup.py").is_file():
+        # the fix may change C: the verifier recompiles in its sandbox after applying the patch (offline, so
+        # setuptools must be in the environment)
+        fields["rebuild"] = "python setup.py -q build_ext --inplace"
+        fields["requirements"] = [*fields["requirements"], "setuptools"]
+    base_data = {"repo": name, "version": old, "repo_dir": str(repo_dir), **fields}
     spec = RuntimeSpec(type="swe_sandbox", cpu_time_s=int(timeout_s), memory_mb=4096)
     from .verifier import apply_patch
 
@@ -391,17 +491,21 @@ async def generate_from_releases(name: str, old: str, new: str, out_dir: str | P
                 ok, how = await apply_patch(runtime, p)
                 if not ok:
                     raise GeneratorError(f"{name} {old} -> {new}: a release diff does not apply: {how}")
+            ok, how = await rebuild(runtime, base_data)
+            if not ok:
+                raise GeneratorError(f"{name} {old} -> {new}: the rebuild step failed: {how}")
             results.append(await run_suite(runtime, [], timeout_s))
         finally:
             await runtime.close()
     (before, messages), (after, _) = results
+    after = {t: s for t, s in after.items() if stable_test_id(t)}
     f2p = sorted(t for t, s in after.items() if s == PASSED and before.get(t) != PASSED)
     p2p = sorted(t for t, s in after.items() if s == PASSED and before.get(t) == PASSED)
     if not f2p:
         raise GeneratorError(f"{name} {old} -> {new}: no test passes after the change that failed before it")
     row = {"instance_id": iid, "repo": name, "version": old, "base_commit": f"{name}-{old}",
            "problem_statement": problem_statement(name, f2p, messages), "patch": patch, "test_patch": test_patch,
-           "FAIL_TO_PASS": f2p, "PASS_TO_PASS": p2p, "repo_dir": f"repos/{iid}", "requirements": requirements or [],
+           "FAIL_TO_PASS": f2p, "PASS_TO_PASS": p2p, "repo_dir": f"repos/{iid}", **fields,
            "test_cmd": "pytest", "created_by": f"skyrl swe generate {name}=={old} --to {new}"}
     with (out / "instances.jsonl").open("a", encoding="utf-8") as fh:
         fh.write(json.dumps(row) + "\n")

@@ -3,7 +3,8 @@
 ``swe_sandbox``: the core bubblewrap sandbox (no network, read-only system, writable workspace) holding a copy of
 the instance's repository as a git repository whose HEAD is the pristine state (so ``git diff`` is the agent's
 patch), with the repository's Python environment on ``PATH``. Environments are built once per repository
-version (:class:`RepoEnvironments`) and reused by every trajectory and the verifier.
+version and repository content inside a sandbox (:mod:`skyrl_swe.environments`) and reused by every
+trajectory and the verifier.
 
 ``docker``: one hardened container per trajectory from the instance's image (:mod:`skyrl_swe.docker_runtime`,
 re-exported here).
@@ -17,16 +18,11 @@ runtime unprepared answers with an error saying so (:func:`prepare_for_tool`).
 from __future__ import annotations
 
 import asyncio
-import fcntl
-import hashlib
-import json
 import logging
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -108,77 +104,8 @@ def workspace_diff(workspace: Path, git_dir: Path) -> str:
         Path(index).unlink(missing_ok=True)
 
 
-# -- repository Python environments ------------------------------------------------------------------------------
-class RepoEnvironments:
-    """One Python environment per repository version, built once (process- and file-locked) and reused.
-
-    An environment is a venv of the host's base interpreter holding only what the row asks for: pytest (the row's
-    ``pytest`` pin, else the latest), its ``requirements`` and ``pip_packages``, installed with pip from the
-    package index. It sees none of the host venv's site-packages (so no host pytest plugin leaks in), and the
-    sandbox mounts it read-only in place of the host venv. Key: ``env_key`` in the instance data, else
-    ``repo@version``, plus a hash of what is installed. Raises RuntimeError naming the packages when pip fails.
-    """
-
-    def __init__(self, root: Path | None = None) -> None:
-        self.root = root or cache_dir() / "envs"
-        self._locks: dict[str, threading.Lock] = {}
-        self._guard = threading.Lock()
-
-    @staticmethod
-    def packages_for(data: dict) -> list[str]:
-        extra = data.get("pip_packages") or []
-        if isinstance(extra, str):
-            extra = extra.split()
-        return [str(data.get("pytest") or "pytest"), *(data.get("requirements") or []), *extra]
-
-    @classmethod
-    def key_for(cls, data: dict) -> str:
-        key = data.get("env_key") or f"{data.get('repo', 'repo')}@{data.get('version') or 'any'}"
-        return key + "+" + hashlib.sha1("\n".join(sorted(cls.packages_for(data))).encode()).hexdigest()[:8]
-
-    def path_for(self, key: str) -> Path:
-        slug = "".join(c if c.isalnum() or c in "-_.@+" else "_" for c in key)
-        return self.root / slug
-
-    def get(self, data: dict) -> Path:
-        """The environment directory for an instance's data, building it first if needed (seconds)."""
-        key = self.key_for(data)
-        path = self.path_for(key)
-        if (path / ".skyrl-env.json").exists():
-            return path
-        with self._guard:
-            lock = self._locks.setdefault(key, threading.Lock())
-        with lock:
-            self.root.mkdir(parents=True, exist_ok=True)
-            with open(self.root / (path.name + ".lock"), "w") as fh:
-                fcntl.flock(fh, fcntl.LOCK_EX)
-                if not (path / ".skyrl-env.json").exists():
-                    self._build(path, key, self.packages_for(data))
-        return path
-
-    def _build(self, path: Path, key: str, packages: list[str]) -> None:
-        # built in place (venv scripts hard-code their directory); the marker file is written last
-        if path.exists():
-            shutil.rmtree(path)
-        base = getattr(sys, "_base_executable", None) or sys.executable
-        try:
-            subprocess.run([base, "-m", "venv", "--without-pip", str(path)], check=True, capture_output=True)
-            python = path / "bin" / "python"
-            proc = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
-                                   *packages], capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise RuntimeError(f"building the environment {key} failed: pip install {' '.join(packages)}: "
-                                   f"{proc.stderr[-2000:]}")
-            for p in [path, *path.rglob("*")]:  # readable by the unprivileged sandbox user
-                if not p.is_symlink():
-                    p.chmod(p.stat().st_mode | 0o444 | (0o111 if p.is_dir() else 0))
-            (path / ".skyrl-env.json").write_text(json.dumps({"key": key, "packages": packages}))
-        except BaseException:
-            shutil.rmtree(path, ignore_errors=True)
-            raise
-
-
-ENVIRONMENTS = RepoEnvironments()
+# -- repository Python environments: built inside a sandbox from the row (environments.py) ------------------------
+from .environments import ENVIRONMENTS, Environment, EnvironmentBuildError, RepoEnvironments  # noqa: E402,F401
 
 
 def exec_env(workspace: Path, env_dir: Path | None) -> dict[str, str]:
@@ -246,10 +173,15 @@ class SweSandbox(LocalSandbox):
         if any(self.workspace.iterdir()):
             shutil.rmtree(self.workspace)
             self.workspace.mkdir()
+        env = ENVIRONMENTS.get(data, Path(source), isolation=self.spec.isolation)
+        # what the install step added to the tree (compiled extensions, *.egg-info), under the repository's own
+        # files as they are at the base commit (a version file the build rewrote is the repository's again)
+        if env.tree is not None:
+            shutil.copytree(env.tree, self.workspace, dirs_exist_ok=True, symlinks=True)
         shutil.copytree(source, self.workspace, dirs_exist_ok=True, symlinks=True)
         self.base_commit = init_baseline(self.workspace, self._base_git())
-        self.env_dir = ENVIRONMENTS.get(data)
-        self.ro_paths.append(str(self.env_dir))
+        self.env_dir = env.venv
+        self.ro_paths.extend(m for m in env.mounts if m not in self.ro_paths)
         self.host_venv = False
         self.tool_env = exec_env(self.workspace, self.env_dir)
         self.prepared = True

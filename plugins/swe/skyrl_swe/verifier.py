@@ -117,6 +117,19 @@ async def apply_patch(runtime: Any, patch: str) -> tuple[bool, str]:
         await runtime.exec(["rm", "-f", name], timeout_s=30)
 
 
+async def rebuild(runtime: Any, data: dict) -> tuple[bool, str]:
+    """Run the row's ``rebuild`` step (e.g. ``python setup.py build_ext --inplace``: recompile extensions from the
+    patched sources) inside ``runtime``, after the patches and before the tests; (ok, message). The step compiles
+    and runs agent-written code, so it only ever runs in the sandbox, offline."""
+    step = data.get("rebuild")
+    if not step:
+        return True, "no rebuild step"
+    res = await runtime.exec(step, timeout_s=TEST_TIMEOUT_S, env=getattr(runtime, "tool_env", None) or {})
+    if res.exit_code == 0:
+        return True, "rebuilt"
+    return False, f"exit {res.exit_code}: {res.output.strip()[-2000:]}"
+
+
 # -- reports: parsing and test-id matching live in grading.py (re-exported here for existing importers) ------------
 # -- running tests ---------------------------------------------------------------------------------------------
 @attrs.define
@@ -337,8 +350,11 @@ async def run_tests(runtime: Any, data: dict, tests: list[str], timeout_s: float
         env["PYTHONPATH"] = ":".join(filter(None, [channel_dir(), getattr(runtime, "tool_env", {}).get("PYTHONPATH")]))
         res, lines = await _exec_with_channel(runtime, channel_argv, env, timeout_s)
     results, problems = read_channel(lines, res.exit_code)
-    if res.limits:
-        problems.append(f"the test run hit the sandbox's {', '.join(res.limits)} limit")
+    # a cut printed output loses nothing (the results come through the channel); every other limit makes the
+    # run untrustworthy
+    hit = [name for name in res.limits if name != "output"]
+    if hit:
+        problems.append(f"the test run hit the sandbox's {', '.join(hit)} limit")
     return TestRun(results, "channel", res.exit_code, res.output[-4000:], problems)
 
 
@@ -355,6 +371,8 @@ async def verify_patch(instance: Instance, patch: str, runtime_cls: type | None 
     data = instance.data
     cls = runtime_cls or SweSandbox
     protected = {p for p, _ in split_patch(data.get("test_patch") or "")}
+    if data.get("rebuild"):  # the rebuild step runs setup.py before the tests: it must be the pristine one
+        protected |= {"setup.py"}
     kept, dropped = filter_patch(patch or "", protected)
     metrics: dict[str, Any] = {"model_patch": patch or "", "dropped_files": dropped, "patch_applied": False}
     f2p, p2p = list(data.get("FAIL_TO_PASS") or []), list(data.get("PASS_TO_PASS") or [])
@@ -375,6 +393,10 @@ async def verify_patch(instance: Instance, patch: str, runtime_cls: type | None 
         ok, how = await apply_patch(check, data.get("test_patch") or "")
         if not ok:
             metrics["error"] = f"the instance's test patch does not apply after the agent's patch: {how}"
+            return VerifierResult(reward=0.0, metrics=metrics)
+        ok, how = await rebuild(check, data)
+        if not ok:
+            metrics["error"] = f"the rebuild step failed after the patches: {how}"
             return VerifierResult(reward=0.0, metrics=metrics)
         run = await run_tests(check, data, f2p + p2p)
     finally:

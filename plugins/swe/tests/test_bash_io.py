@@ -27,8 +27,9 @@ async def test_no_explicit_timeout_the_tools_deadline_fires_before_the_agents(ct
     assert time.monotonic() - t0 < 5.0
     assert res.error and res.metadata["timed_out"] and res.metadata["exit_code"] == 124
     assert "compiling\nstep 1 of 9" in res.output
-    assert "[timed out after 2 s (capped by agent.tool_timeout_s = 5 s): the command was stopped, exit status 124" \
-        in res.output
+    assert "[limit wall_time: timed out after 2 s (capped by agent.tool_timeout_s = 5 s): the command was " \
+           "stopped, exit status 124" in res.output
+    assert res.metadata["limits"] == ["wall_time"]
 
 
 async def test_cut_output_note_gives_the_bytes_really_written(ctx):

@@ -368,24 +368,25 @@ class LocalSandbox(Runtime):
 
     def _limits_hit(self, text: str, code: int | None, timed_out: bool, truncated: bool, timeout_s: float,
                     disk_mb: float | None) -> tuple[list[str], list[str]]:
-        """Which limits a finished command hit, each with a note for the observation."""
+        """Which limits a finished command hit, each with a note for the observation that names it
+        (``[limit NAME: ...]``, NAME as in :attr:`ExecResult.limits`)."""
         spec = self.spec
         hits: list[tuple[str, str]] = []
         if timed_out:
-            hits.append(("wall_time", f"[command timed out after {timeout_s:g} s and was killed]"))
+            hits.append(("wall_time", f"[limit wall_time: the command timed out after {timeout_s:g} s and was killed]"))
         if disk_mb is not None and disk_mb > spec.disk_mb:
-            hits.append(("disk", f"[limit: the workspace uses {disk_mb:.0f} MiB, over its {spec.disk_mb} MiB: commands "
+            hits.append(("disk", f"[limit disk: the workspace uses {disk_mb:.0f} MiB, over its {spec.disk_mb} MiB: commands "
                                   f"are killed until files are deleted]"))
         if code in (128 + signal.SIGXFSZ, -signal.SIGXFSZ) or "File size limit exceeded" in text:
-            hits.append(("file_size", f"[limit: a file reached the {spec.max_file_mb} MiB file size limit]"))
+            hits.append(("file_size", f"[limit file_size: a file reached the {spec.max_file_mb} MiB file size limit]"))
         if code in (128 + signal.SIGXCPU, -signal.SIGXCPU) or "CPU time limit exceeded" in text:
-            hits.append(("cpu_time", f"[limit: a process used its {spec.cpu_time_s} s of CPU time]"))
+            hits.append(("cpu_time", f"[limit cpu_time: a process used its {spec.cpu_time_s} s of CPU time]"))
         if self.bwrap and ("Resource temporarily unavailable" in text and ("fork" in text or "thread" in text)):
-            hits.append(("processes", f"[limit: the sandbox may run at most {spec.max_processes} processes]"))
+            hits.append(("processes", f"[limit processes: the sandbox may run at most {spec.max_processes} processes]"))
         if "MemoryError" in text or "Cannot allocate memory" in text or "std::bad_alloc" in text:
-            hits.append(("memory", f"[limit: a process reached the {spec.memory_mb} MiB memory limit]"))
+            hits.append(("memory", f"[limit memory: a process reached the {spec.memory_mb} MiB memory limit]"))
         if truncated:
-            hits.append(("output", ""))  # truncate_output already says how much was cut
+            hits.append(("output", f"[limit output: the output was longer than {spec.max_output_chars} characters; its head and tail are shown]"))
         return [name for name, _ in hits], [note for _, note in hits if note]
 
     async def close(self) -> None:
