@@ -42,7 +42,7 @@ async def test_one_train_step_has_one_datum_per_context(tmp_path):
 
 async def test_the_smollm2_example_builds_short_contexts_with_the_worked_example(tokenizer):
     """examples/memagent_smollm2.yaml (the config of the README's SmolLM2 training figure) loads, and its
-    contexts are what the figure assumes: 2 sections of at most 512 tokens, the worked example first, prompts
+    contexts are what the figure assumes: 2-3 sections of at most 512 tokens, the worked example first, prompts
     far below the context window, the shaped verifier registered."""
     import attrs
 
@@ -60,7 +60,7 @@ async def test_the_smollm2_example_builds_short_contexts_with_the_worked_example
     chat = ChatFormat(tokenizer)
     for inst in instances:
         chunks = ensure_document(inst).chunks
-        assert len(chunks) == 2 and all(len(tokenizer.encode(c)) <= 512 for c in chunks)
+        assert 2 <= len(chunks) <= 3 and all(len(tokenizer.encode(c)) <= 512 for c in chunks)
         messages = await build_memagent_instructions(inst)
         assert messages[2]["tool_calls"][0]["function"]["name"] == "next"
         assert len(chat.start(messages)) < cfg.agent.max_context_tokens // 2
