@@ -112,27 +112,24 @@ def openai_messages(messages: list[dict]) -> list[dict]:
     return out
 
 
-def images_html(message: dict) -> str:
-    """``<img>`` tags for a message's image parts (the HTML trajectory view); empty when there are none."""
-    tags = []
+def _shown_images(message: dict) -> list[tuple[str, int, int]]:
+    """(data URL, width, height) of each valid image part of ``message``; invalid parts are left out."""
+    shown = []
     for part in message.get("images") or []:
         try:
             width, height = png_size(part_png(part))
         except ValueError:
             continue
-        url = html.escape(part["image_url"]["url"], quote=True)
-        tags.append(f"<img class='shot' src='{url}' width='{width}' height='{height}' "
-                    f"alt='screenshot {width}x{height}'>")
-    return "".join(tags)
+        shown.append((part["image_url"]["url"], width, height))
+    return shown
+
+
+def images_html(message: dict) -> str:
+    """``<img>`` tags for a message's image parts (the HTML trajectory view); empty when there are none."""
+    return "".join(f"<img class='shot' src='{html.escape(url, quote=True)}' width='{w}' height='{h}' "
+                   f"alt='screenshot {w}x{h}'>" for url, w, h in _shown_images(message))
 
 
 def images_markdown(message: dict) -> list[str]:
     """Markdown image lines (``![screenshot WxH](data:...)``) for a message's image parts."""
-    lines = []
-    for part in message.get("images") or []:
-        try:
-            width, height = png_size(part_png(part))
-        except ValueError:
-            continue
-        lines.append(f"![screenshot {width}x{height}]({part['image_url']['url']})")
-    return lines
+    return [f"![screenshot {w}x{h}]({url})" for url, w, h in _shown_images(message)]
