@@ -29,6 +29,7 @@ import attrs
 from .chat import ChatFormat, with_system_text
 from .errors import ToolArgumentsError
 from .inference.base import SamplingParams
+from .multimodal import accepts_images, has_images, observation_message, openai_messages
 from .runtime import RuntimeLost, truncate_output
 from .tools import Tool, ToolCall, ToolContext, ToolResult
 from .transitions import (CONTEXT_EXCEEDED, ERROR_RUN, ERROR_RUNTIME, FINISHED, MASKED_REASONS, MAX_TOKENS,
@@ -56,10 +57,15 @@ class TransitionRecorder:
         self.transitions = transitions
         self.new_context = False
         self.chat_template_kwargs: dict = {}
+        self.state: Any = None  # the live AgentState: a context holding images goes to generate_messages
 
     @record_transition
     async def generate(self, input_ids: list[int], sampling: SamplingParams):
-        out = await self.engine.generate(input_ids, sampling)
+        messages = getattr(self.state, "messages", None) or []
+        if has_images(messages) and accepts_images(self.engine):
+            out = await self.engine.generate_messages(openai_messages(messages), sampling)
+        else:
+            out = await self.engine.generate(input_ids, sampling)
         if out is None or getattr(out, "output_ids", None) is None:
             raise EngineReturnedNothing(f"engine '{getattr(self.engine, 'name', type(self.engine).__name__)}' "
                                         f"returned no output ({out!r})")
@@ -160,6 +166,7 @@ async def run_agent(trajectory: Trajectory, *, engine: Any, tools: dict[str, Too
     messages = prepare(trajectory.messages)
     trajectory.messages[:] = messages
     ctx.state.messages = [dict(m) for m in messages]
+    recorder.state = ctx.state
     ctx.store.setdefault("_tool_timeout_s", cfg.tool_timeout_s)
     limit = int(cfg.max_context_tokens)
     engine_ctx = getattr(engine, "max_context", None)
@@ -239,7 +246,7 @@ async def run_agent(trajectory: Trajectory, *, engine: Any, tools: dict[str, Too
             except RuntimeLost as exc:  # the runtime itself died: this trajectory cannot go on
                 lost = exc
                 break
-            new.append({"role": obs_role, "content": content})
+            new.append(observation_message(obs_role, content, result.images if result else None, engine))
             if result is None:
                 continue
             if result.metadata.get("edit_failed") and cfg.hints.failed_edit:

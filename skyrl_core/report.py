@@ -1,7 +1,8 @@
 """Readable views of trajectories: a self-contained HTML page (``trajectories.html``) and Markdown.
 
 Each trajectory shows its id, reward, finish reason, turns, tool calls and error, then the conversation with
-one block per message (system, user, assistant, tool), and the token counts of each LLM call.
+one block per message (system, user, assistant, tool) with its images (screenshots: :mod:`skyrl_core.multimodal`),
+and the token counts of each LLM call.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import html
 from pathlib import Path
 from typing import Any, Sequence
 
+from .multimodal import images_html, images_markdown
 from .transitions import Trajectory
 
 _CSS = """
@@ -21,6 +23,7 @@ font-size:.85em;overflow-x:auto}
 .system{background:#f2f2f2} .user{background:#e8f0fe} .assistant{background:#fff7e0} .tool{background:#e9f7ec}
 .role{font-weight:bold;font-family:system-ui,sans-serif;display:block;margin-bottom:.2em}
 .reset{border-left:4px solid #a0201c}
+.shot{display:block;max-width:100%;height:auto;border:1px solid #bbb;margin-top:.4em}
 table{border-collapse:collapse;font-size:.85em} td,th{border:1px solid #ddd;padding:.2em .5em}
 """
 
@@ -60,7 +63,8 @@ def trajectory_html(traj: Trajectory) -> str:
         cls = role if role in ("system", "user", "assistant", "tool") else "user"
         reset = " reset" if m.get("context_reset") else ""
         label = role + (" — context reset" if reset else "")
-        parts.append(f"<div class='msg {cls}{reset}'><span class='role'>{e(label)}</span>{e(_content(m))}</div>")
+        parts.append(f"<div class='msg {cls}{reset}'><span class='role'>{e(label)}</span>{e(_content(m))}"
+                     f"{images_html(m)}</div>")
     if traj.transitions:
         rows = "".join(f"<tr><td>{i}</td><td>{len(t.input_ids)}</td><td>{len(t.output_ids)}</td>"
                        f"<td>{e(t.finish_reason)}</td><td>{t.latency_s:.2f}</td>"
@@ -103,5 +107,5 @@ def trajectory_markdown(traj: Trajectory) -> str:
     for m in traj.messages:
         text = _content(m).replace("```", "ʼʼʼ")
         lines += [f"**{m.get('role', '?')}**{' (context reset)' if m.get('context_reset') else ''}", "", "```",
-                  text, "```", ""]
+                  text, "```", ""] + [line for img in images_markdown(m) for line in (img, "")]
     return "\n".join(lines)

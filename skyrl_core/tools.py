@@ -40,6 +40,8 @@ class ToolResult:
     ``output`` is the observation shown to the model (text). ``error`` marks a failed call (the loop may add a
     hint). ``finish`` ends the trajectory (``answer`` carries the final answer). ``reset_messages``, when set,
     replaces the agent's conversation (a context reset: the next LLM call starts a new training datum).
+    ``images`` are OpenAI image content parts (base64 PNG data URLs, :func:`skyrl_core.multimodal.image_part`):
+    sent to engines that accept images, a text stand-in for text-only ones (:mod:`skyrl_core.multimodal`).
     """
 
     output: str
@@ -48,6 +50,7 @@ class ToolResult:
     answer: Any = None
     reset_messages: list[dict] | None = None
     metadata: dict[str, Any] = attrs.Factory(dict)
+    images: list[dict] = attrs.Factory(list)
 
 
 @attrs.define

@@ -21,10 +21,11 @@ def register_instruction_builders(register):
 
 @hookimpl
 def register_verifiers(register):
-    from .verifiers import hotpotqa_em, hotpotqa_f1, hotpotqa_judge
+    from .verifiers import hotpotqa_em, hotpotqa_f1, hotpotqa_f1_progress, hotpotqa_judge
 
     register(hotpotqa_em, name="hotpotqa_em")
     register(hotpotqa_f1, name="hotpotqa_f1")
+    register(hotpotqa_f1_progress, name="hotpotqa_f1_progress")
     register(hotpotqa_judge, name="hotpotqa_judge")
 
 

@@ -56,7 +56,9 @@ class Options:
     112k and more in its evaluation); ``chunk_tokens``: the most tokens of document text in one chunk (MemAgent:
     at most 4k); ``memory_tokens``: the cap on the memory the model writes (longer memories are cut to this and
     the model is told); ``tokenizer``: the policy's model name or HF directory, whose tokenizer measures all of
-    these (set it to the config's ``model``); ``seed``: the distractor draw and shuffle.
+    these (set it to the config's ``model``); ``seed``: the distractor draw and shuffle; ``demonstration``
+    (bool, default false): every context starts with a worked example of the call it asks for
+    (:data:`skyrl_memagent.tasks.DEMONSTRATION`), for small policies that do not call tools unprompted.
     """
 
     target_tokens: int = 8192
@@ -64,6 +66,7 @@ class Options:
     memory_tokens: int = 256
     tokenizer: str = DEFAULT_TOKENIZER
     seed: int = 0
+    demonstration: bool = False
 
     @classmethod
     def from_spec(cls, spec: DataSpec) -> "Options":
@@ -77,6 +80,9 @@ class Options:
             if key == "tokenizer":
                 if not isinstance(value, str) or not value:
                     raise ConfigError(f"memagent data.options.tokenizer must be a model name or directory, got {value!r}")
+            elif key == "demonstration":
+                if not isinstance(value, bool):
+                    raise ConfigError(f"memagent data.options.demonstration must be true or false, got {value!r}")
             elif isinstance(value, bool) or not isinstance(value, int):
                 raise ConfigError(f"memagent data.options.{key} must be an integer, got {value!r}")
             values[key] = value
@@ -321,8 +327,8 @@ def load_ruler_hotpotqa(spec: DataSpec) -> list[Instance]:
     Loading is cheap: an instance's document is built by :func:`ensure_document` when it is first rolled out
     (the instruction builder calls it in the init stage), so ``data.limit: 5`` builds five documents.
     Instance data: ``question``, ``answer``, ``type``, ``row``, ``gold_titles``, ``gold_sentences`` and the
-    options ``target_tokens``, ``chunk_tokens``, ``memory_tokens``, ``tokenizer``, ``seed``, ``source`` (the
-    rows file, None for the bundled one). Raises ConfigError for a bad split, path or option."""
+    options ``target_tokens``, ``chunk_tokens``, ``memory_tokens``, ``tokenizer``, ``seed``, ``demonstration``,
+    ``source`` (the rows file, None for the bundled one). Raises ConfigError for a bad split, path or option."""
     opts = Options.from_spec(spec)
     rows = _rows(spec.path or None)
     if spec.path:
@@ -336,6 +342,7 @@ def load_ruler_hotpotqa(spec: DataSpec) -> list[Instance]:
         "gold_titles": list(dict.fromkeys(row["supporting_facts"]["title"])), "gold_sentences": gold_sentences(row),
         "target_tokens": opts.target_tokens, "chunk_tokens": opts.chunk_tokens, "memory_tokens": opts.memory_tokens,
         "tokenizer": opts.tokenizer, "seed": opts.seed, "source": spec.path or None,
+        "demonstration": opts.demonstration,
     }) for i, row in selected]
 
 

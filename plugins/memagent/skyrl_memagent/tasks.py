@@ -53,12 +53,35 @@ def system_message(instance: Instance) -> dict:
     return {"role": "system", "content": SYSTEM_PROMPT}
 
 
+# A worked example (``data.options.demonstration: true``): a made-up question and section, not from HotpotQA, so it
+# can never leak an answer. Rendered by the core in the parser's call format (docs/agent.md, "Demonstrations").
+_DEMO_QUESTION = "Which river flows through the capital of the country where the Tarn glacier lies?"
+_DEMO_SECTION = ("Document 1: Tarn glacier\nThe Tarn glacier is a small glacier in the Alps of Veldoria.\n\n"
+                 "Document 2: Lake Ossa\nLake Ossa is a reservoir built in 1961.")
+_DEMO_MEMORY = "The Tarn glacier is in Veldoria. Still needed: the capital of Veldoria and its river."
+DEMONSTRATION = {
+    "next": [{"role": "user", "content": chunk_message(_DEMO_QUESTION, "", _DEMO_SECTION, 0, 3)},
+             {"role": "assistant", "content": "",
+              "tool_calls": [{"function": {"name": "next", "arguments": {"memory": _DEMO_MEMORY}}}]}],
+    "finish": [{"role": "user", "content": final_message(_DEMO_QUESTION, _DEMO_MEMORY + " The capital of Veldoria "
+                                                         "is Arlen, on the river Sel.", 3)},
+               {"role": "assistant", "content": "",
+                "tool_calls": [{"function": {"name": "finish", "arguments": {"answer": "Sel"}}}]}],
+}
+
+
+def context_messages(instance: Instance, user: str, final: bool = False) -> list[dict]:
+    """The messages of one context: system, the worked example of its call when the instance asks for one
+    (``demonstration``: ``next`` for a section, ``finish`` for the final context), then ``user``."""
+    demo = DEMONSTRATION["finish" if final else "next"] if instance.data.get("demonstration") else []
+    return [system_message(instance), *[dict(m) for m in demo], {"role": "user", "content": user}]
+
+
 async def build_memagent_instructions(instance: Instance, task: Any = None) -> list[dict]:
     """System and first user message (question, empty memory, chunk 1 of N) for one instance. Builds the
     instance's document first when it has none (in a worker thread: tokenising is CPU work)."""
     chunks = (await asyncio.to_thread(ensure_document, instance)).chunks
-    return [system_message(instance),
-            {"role": "user", "content": chunk_message(instance.data["question"], "", chunks[0], 0, len(chunks))}]
+    return context_messages(instance, chunk_message(instance.data["question"], "", chunks[0], 0, len(chunks)))
 
 
 memagent_hotpotqa_task = Task(

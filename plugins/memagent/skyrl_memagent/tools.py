@@ -23,7 +23,7 @@ from typing import Any
 from skyrl_core import Tool, ToolContext, ToolResult
 
 from .data import ensure_document
-from .tasks import TRUNCATION_NOTE, chunk_message, final_message, system_message
+from .tasks import TRUNCATION_NOTE, chunk_message, context_messages, final_message
 
 ZERO_WIDTH_SPACE = "\u200b"
 
@@ -82,13 +82,14 @@ async def next_chunk(args: dict, ctx: ToolContext) -> ToolResult:
     store["shown"] = shown + 1
     note = TRUNCATION_NOTE.format(n=n_tokens, limit=limit) if cut else ""
     question = data["question"]
-    if shown + 1 < total:
+    final = shown + 1 >= total
+    if not final:
         user = chunk_message(question, memory, chunks[shown + 1], shown + 1, total, note)
         output = f"Memory saved ({n_tokens} tokens{', cut to ' + str(limit) if cut else ''}). Section {shown + 2} of {total} follows."
     else:
         user = final_message(question, memory, total, note)
         output = f"Memory saved ({n_tokens} tokens{', cut to ' + str(limit) if cut else ''}). All {total} sections read; answer now."
-    return ToolResult(output=output, reset_messages=[system_message(instance), {"role": "user", "content": user}],
+    return ToolResult(output=output, reset_messages=context_messages(instance, user, final),
                       metadata={**meta, "chunk": shown + 1})
 
 

@@ -12,6 +12,9 @@ than ``MAX_PREDICTION_CHARS`` scores 0 (a wall of text naming many candidates mu
 Every verifier's metrics: ``em``, ``f1``, ``sub_em`` (the normalised gold occurs in the normalised prediction),
 ``answered`` (an answer was given), ``contexts`` (contexts the trajectory used: one more than its context
 resets), ``chunks`` (the instance's chunk count), ``memory_truncations`` (memories cut to the cap).
+
+``hotpotqa_f1_progress`` is a shaped reward for small policies (not what MemAgent reports): half the fraction of
+the document's sections read with ``next``, half the answer's F1 (see :func:`hotpotqa_f1_progress`).
 """
 
 from __future__ import annotations
@@ -106,6 +109,25 @@ def hotpotqa_f1(trajectory: Any, runtime: Any, instance: Any) -> VerifierResult:
     """Reward = token F1 in [0, 1] (pass@1 counts only F1 = 1)."""
     m = answer_metrics(trajectory, instance)
     return VerifierResult(reward=m["f1"], metrics=m)
+
+
+PROGRESS_WEIGHT = 0.5
+
+
+def hotpotqa_f1_progress(trajectory: Any, runtime: Any, instance: Any) -> VerifierResult:
+    """Reward in [0, 1] = ``PROGRESS_WEIGHT`` x (sections read with ``next``: context resets, at most the
+    instance's chunk count, over that count) + (1 - ``PROGRESS_WEIGHT``) x token F1 of the answer.
+
+    A shaped reward for policies that never reach an answer (SmolLM2-135M under exact match gets reward 0 in
+    every trajectory, so every group's advantage is 0): moving through the document is rewarded before
+    answering is. Resets past the last section add nothing, so repeating ``next`` cannot raise it above 1; the
+    F1 half is :func:`hotpotqa_f1`'s, with its hostile-prediction rules. Metrics: those of every verifier here
+    plus ``progress`` in [0, 1]."""
+    m = answer_metrics(trajectory, instance)
+    chunks = max(int(m["chunks"]), 1)
+    progress = min(max(int(m["contexts"]) - 1, 0), chunks) / chunks
+    reward = PROGRESS_WEIGHT * progress + (1.0 - PROGRESS_WEIGHT) * m["f1"]
+    return VerifierResult(reward=reward, metrics={**m, "progress": progress})
 
 
 JUDGE_PROMPT = (

@@ -99,3 +99,28 @@ async def test_bad_arguments_and_foreign_instances(instance):
 
     result = await next_tool.call({"memory": "x"}, ToolContext(instance=Instance(id="g", data={"question": "q"})))
     assert result.error and "only in a memagent task" in result.output
+
+
+async def test_the_demonstration_option_shows_the_call_each_context_asks_for(tokenizer):
+    """``demonstration: true``: every context starts with a made-up worked example — a ``next`` call for a
+    section, a ``finish`` call for the final context — rendered by the core in the hermes call format."""
+    from skyrl_core.agent import _render_demonstrations
+    from skyrl_core.default_plugins.parsers import HermesParser
+
+    [inst] = memagent_hotpotqa_task.select(DataSpec(split="test", limit=1,
+                                                    options={**OPTIONS, "demonstration": True}))
+    n = len(ensure_document(inst).chunks)
+    first = await build_memagent_instructions(inst)
+    assert [m["role"] for m in first] == ["system", "user", "assistant", "user"]
+    assert first[2]["tool_calls"][0]["function"]["name"] == "next" and "Veldoria" in first[1]["content"]
+    assert inst.data["question"] in first[3]["content"] and inst.data["question"] not in first[1]["content"]
+    rendered = _render_demonstrations(first, HermesParser(), ChatFormat(tokenizer), native_tools=False)
+    assert rendered[2]["content"].startswith('<tool_call>\n{"name": "next", "arguments": {"memory": "The Tarn')
+    ctx = ToolContext(instance=inst)
+    for k in range(1, n + 1):
+        result = await next_tool.call({"memory": f"note {k}"}, ctx)
+        demo_call = result.reset_messages[2]["tool_calls"][0]["function"]["name"]
+        assert demo_call == ("finish" if k == n else "next")
+        assert f"Memory:\nnote {k}" in result.reset_messages[3]["content"]
+    with pytest.raises(Exception, match="demonstration must be true or false"):
+        memagent_hotpotqa_task.select(DataSpec(split="test", limit=1, options={**OPTIONS, "demonstration": 1}))

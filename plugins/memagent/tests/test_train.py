@@ -38,3 +38,30 @@ async def test_one_train_step_has_one_datum_per_context(tmp_path):
     assert step["batch/data"] == contexts  # saved trajectories and the training batch agree: a datum per context
     assert step["batch/calls"] == contexts
     assert step["train/train_time_s"] > 0 and step["train_s"] > 0
+
+
+async def test_the_smollm2_example_builds_short_contexts_with_the_worked_example(tokenizer):
+    """examples/memagent_smollm2.yaml (the config of the README's SmolLM2 training figure) loads, and its
+    contexts are what the figure assumes: 2-3 sections of at most 512 tokens, the worked example first, prompts
+    far below the context window, the shaped verifier registered."""
+    import attrs
+
+    from skyrl_core.chat import ChatFormat
+    from skyrl_core.config import load_config
+    from skyrl_core.plugins import get_registry
+    from skyrl_memagent.data import ensure_document
+    from skyrl_memagent.tasks import build_memagent_instructions, memagent_hotpotqa_task
+
+    cfg = load_config(str(REPO / "examples" / "memagent_smollm2.yaml"))
+    task = cfg.tasks[0]
+    assert task.verifier == "hotpotqa_f1_progress" and get_registry().get("verifiers", task.verifier) is not None
+    assert cfg.sampling.n_samples >= 2  # groups, so rloo advantages can be nonzero
+    instances = memagent_hotpotqa_task.select(attrs.evolve(task.data, limit=3))
+    chat = ChatFormat(tokenizer)
+    for inst in instances:
+        chunks = ensure_document(inst).chunks
+        assert 2 <= len(chunks) <= 3 and all(len(tokenizer.encode(c)) <= 512 for c in chunks)
+        messages = await build_memagent_instructions(inst)
+        assert messages[2]["tool_calls"][0]["function"]["name"] == "next"
+        assert len(chat.start(messages)) < cfg.agent.max_context_tokens // 2
+

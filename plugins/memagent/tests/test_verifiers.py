@@ -11,9 +11,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from skyrl_core import Instance
-from skyrl_core.transitions import Trajectory
-from skyrl_memagent.verifiers import (extract_prediction, f1_score, hotpotqa_em, hotpotqa_f1, hotpotqa_judge,
-                                      normalize_answer)
+from skyrl_core.transitions import Trajectory, Transition
+from skyrl_memagent.data import ensure_document
+from skyrl_memagent.verifiers import (extract_prediction, f1_score, hotpotqa_em, hotpotqa_f1, hotpotqa_f1_progress,
+                                      hotpotqa_judge, normalize_answer)
 
 GOLD = "Gesellschaft mit beschränkter Haftung"  # row 0 of the bundled file
 
@@ -53,6 +54,40 @@ def test_attack_hostile_predictions_score_zero():
     for answer in (flood, {"answer": GOLD}, [GOLD], None):
         r = hotpotqa_f1(traj(answer), None, instance())
         assert r.reward == 0.0 and r.metrics["answered"] is False, answer
+
+
+def read(answer, resets: int) -> Trajectory:
+    """A trajectory of ``resets + 1`` contexts (one LLM call each) ending with ``answer``."""
+    t = traj(answer)
+    t.transitions = [Transition(input_ids=[1], output_ids=[2], output_logprobs=None, finish_reason="stop",
+                                new_context=k > 0) for k in range(resets + 1)]
+    return t
+
+
+def test_progress_reward_is_half_sections_read_half_f1():
+    inst = instance()
+    chunks = len(ensure_document(inst).chunks)
+    assert chunks >= 2
+    stuck = hotpotqa_f1_progress(read(None, 0), None, inst)          # never called next, no answer
+    assert stuck.reward == 0.0 and stuck.metrics["progress"] == 0.0
+    one = hotpotqa_f1_progress(read(None, 1), None, inst)
+    assert one.reward == pytest.approx(0.5 / chunks) and one.metrics["progress"] == pytest.approx(1 / chunks)
+    wrong = hotpotqa_f1_progress(read("Aktiengesellschaft", chunks), None, inst)
+    assert wrong.reward == 0.5 and wrong.metrics["f1"] == 0.0
+    partial = hotpotqa_f1_progress(read("Gesellschaft mit Haftung", chunks), None, inst)
+    assert partial.reward == pytest.approx(0.5 + 0.5 * f1_score("Gesellschaft mit Haftung", GOLD))
+    assert hotpotqa_f1_progress(read(GOLD, chunks), None, inst).reward == 1.0
+
+
+def test_attack_progress_cannot_be_farmed():
+    """More resets than sections (a policy calling next in a loop) add nothing; a wall of candidates still
+    scores 0 on the F1 half."""
+    inst = instance()
+    chunks = len(ensure_document(inst).chunks)
+    looped = hotpotqa_f1_progress(read(None, 50 * chunks), None, inst)
+    assert looped.reward == 0.5 and looped.metrics["progress"] == 1.0
+    flood = " ".join([GOLD] + ["Berlin Paris Munich"] * 50)
+    assert hotpotqa_f1_progress(read(flood, chunks), None, inst).reward == 0.5
 
 
 class _Judge(BaseHTTPRequestHandler):

@@ -13,7 +13,6 @@ top-left), ``WxH`` its size. :func:`fit_to_budget` cuts the view to a token budg
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 import attrs
@@ -35,13 +34,6 @@ class Observation:
     height: int = 0
     url: str = ""
     title: str = ""
-
-    def image_part(self) -> dict | None:
-        """The screenshot as an OpenAI-style image content part (a base64 PNG data URL), or None."""
-        if self.screenshot is None:
-            return None
-        data = base64.b64encode(self.screenshot).decode("ascii")
-        return {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}}
 
 
 def layout_boxes(snapshot: dict) -> dict[int, tuple[float, float, float, float]]:

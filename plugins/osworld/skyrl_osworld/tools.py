@@ -5,8 +5,9 @@ Arguments: ``code`` — pyautogui-style code (parsed with ``ast``, never execute
 ``action`` — a ``computer_13`` dict (or a list of them). The runtime (``browser``, ``xvfb`` or ``osworld``)
 performs the parsed actions and returns the new observation: the accessibility-tree text view, cut to
 ``runtime.options.observation_tokens`` tokens (default 1024) with the engine's tokenizer, and — where
-``runtime.options.observation`` is ``screenshot`` or ``both`` — the screenshot, as an image content part in
-``ToolResult.metadata["content"]`` and its PNG under ``metadata["screenshot_png"]``.
+``runtime.options.observation`` is ``screenshot`` or ``both`` — the screenshot, as an OpenAI image content part in
+``ToolResult.images`` (its PNG bytes also under ``metadata["screenshot_png"]``). The core sends it to engines that
+accept images and replaces it with a text stand-in for text-only ones (:mod:`skyrl_core.multimodal`).
 
 A refused action is a corrective observation naming the allowed actions; nothing runs. ``DONE``/``FAIL`` end
 the trajectory (``answer`` is the word). A runtime that died (killed browser, lost desktop) ends the
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from skyrl_core.multimodal import image_part
 from skyrl_core.tools import Tool, ToolContext, ToolResult
 
 from .actions import ActionError, parse_computer13, parse_pyautogui
@@ -61,14 +63,14 @@ async def osworld_action(args: dict, ctx: ToolContext) -> ToolResult:
     header = f"Ran {len(actions)} action{'s' if len(actions) != 1 else ''}."
     output = f"{header}\nThe page now:\n{text}" if text else header
     metadata: dict[str, Any] = {"actions": [a.name for a in actions], "view_cut": cut}
-    image = obs.image_part()
-    if image is not None:
+    images = []
+    if obs.screenshot is not None:
         metadata["screenshot_png"] = obs.screenshot
-        metadata["content"] = ([{"type": "text", "text": output}] if text else []) + [image]
+        images.append(image_part(obs.screenshot))
     if done or status in ("DONE", "FAIL"):
         word = done[-1] if done else status
-        return ToolResult(output=output, finish=True, answer=word, metadata=metadata)
-    return ToolResult(output=output, metadata=metadata)
+        return ToolResult(output=output, finish=True, answer=word, metadata=metadata, images=images)
+    return ToolResult(output=output, metadata=metadata, images=images)
 
 
 osworld_action_tool = Tool(

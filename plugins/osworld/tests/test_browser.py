@@ -11,6 +11,7 @@ import signal
 
 import pytest
 
+from skyrl_core.multimodal import image_part
 from skyrl_core.runtime import RuntimeSpec
 from skyrl_core.tasks import DataSpec
 from skyrl_core.tools import ToolContext
@@ -213,7 +214,7 @@ async def test_screenshot_pixels_are_click_coordinates(pools):
         png = result.metadata["screenshot_png"]
         image = Image.open(io.BytesIO(png))
         assert image.size == (160, 210)                     # the MiniWoB++ area, one pixel per CSS pixel
-        assert result.metadata["content"][-1]["image_url"]["url"].startswith("data:image/png;base64,")
+        assert result.images == [image_part(png)]     # the screenshot as an image content part for the engine
         # the query bar is yellow (#FF0) and the area below it white: the view's boxes land on them
         query = next(e for e in parse_view(rt.first_view) if e.role == "text")
         assert image.convert("RGB").getpixel((2, query.y)) == (255, 255, 0)

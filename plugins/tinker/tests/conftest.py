@@ -63,10 +63,20 @@ def server_venv() -> Path | None:
     return venv if (venv / "bin" / "python").is_file() else None
 
 
+# The server's memory cap for the tests (API + engine resident memory, MiB). Measured on this project's machine:
+# ~2.2 GB steady with two training clients, and every compute_logprobs (the tests' adapter checks) adds a
+# transient ~2 GB, since the JAX backend pads each sampling batch to sample_max_num_sequences rows and
+# materialises [rows, padded length, 49k vocabulary] float32 logprobs: peaks of 4673 and 4689 MiB in
+# test_resume_restores_the_saved_adapter. A 4500 MiB cap stopped the server there (issue #18); 6144 leaves
+# headroom while still stopping a runaway server on a shared machine.
+SERVER_MAX_RSS_MB = 6144
+
+
 @pytest.fixture(scope="session")
 def local_server(tiny_model_dir, tmp_path_factory):
-    """The open Tinker server for the tiny model on 127.0.0.1, capped at 4500 MiB resident memory. Without a
-    server venv (``plugins/tinker/ci.sh`` builds one) the test fails under CI and is skipped elsewhere."""
+    """The open Tinker server for the tiny model on 127.0.0.1, capped at ``SERVER_MAX_RSS_MB`` resident memory.
+    Three LoRA slots are used (the run, the in-process resume, the CLI resume) plus the server's slot 0. Without
+    a server venv (``plugins/tinker/ci.sh`` builds one) the test fails under CI and is skipped elsewhere."""
     from skyrl_tinker.local_server import LocalTinkerServer
 
     venv = server_venv()
@@ -77,8 +87,8 @@ def local_server(tiny_model_dir, tmp_path_factory):
             pytest.fail(message)
         pytest.skip(message)
     server = LocalTinkerServer(tiny_model_dir, tmp_path_factory.mktemp("tinker-server"), venv=venv,
-                               max_lora_adapters=8, max_lora_rank=8, train_micro_batch_size=2,
-                               sample_max_num_sequences=8, loss_chunk_size=256, max_rss_mb=4500)
+                               max_lora_adapters=4, max_lora_rank=8, train_micro_batch_size=2,
+                               sample_max_num_sequences=8, loss_chunk_size=256, max_rss_mb=SERVER_MAX_RSS_MB)
     server.start()
     saved = {k: os.environ.get(k) for k in server.env()}
     os.environ.update(server.env())
@@ -91,3 +101,17 @@ def local_server(tiny_model_dir, tmp_path_factory):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+@pytest.fixture(autouse=True)
+def server_still_up(request):
+    """After each test that used the local server: fail by name when the server died during it (its memory
+    watchdog or a crash), with its peak memory and the end of its log, instead of leaving the next call to hang."""
+    yield
+    if "local_server" not in request.fixturenames:
+        return
+    server = request.getfixturevalue("local_server")
+    if server.proc is not None and server.proc.poll() is not None:
+        pytest.fail(f"the local Tinker server died during {request.node.name} (exit {server.proc.returncode}, "
+                    f"peak {server.peak_rss_mb()} MiB, cap {SERVER_MAX_RSS_MB} MiB); end of {server.log_path}:\n"
+                    f"{server.log_tail()}")

@@ -33,10 +33,10 @@ def hf_engine(config: Any):
 
 def openai_engine(config: Any):
     """``engine.type: openai``: any OpenAI-compatible server at ``engine.base_url`` (options: ``retries``,
-    ``max_context``, ``token_prompts``: auto | true | false)."""
+    ``max_context``, ``token_prompts``: auto | true | false, ``images``: true | false)."""
     from .openai import OpenAIEngine
 
-    opts = _options(config, {"retries", "max_context", "token_prompts"}, "openai")
+    opts = _options(config, {"retries", "max_context", "token_prompts", "images"}, "openai")
     return OpenAIEngine(model=config.model, base_url=config.engine.base_url, api_key=config.engine.api_key,
                         served_model=config.engine.served_model, timeout_s=config.engine.timeout_s,
                         max_concurrency=config.engine.max_batch, **opts)

@@ -52,6 +52,9 @@ class OpenAIEngine(Engine):
         retries: extra attempts after a connection error, timeout, 429 or 5xx.
         max_context: context window in tokens (default: the local model config's ``max_position_embeddings``).
         token_prompts: ``auto`` (detect), ``true`` (never fall back: a refusal raises), ``false`` (always text).
+        images: send a context holding image observations to ``/v1/chat/completions`` as OpenAI image parts
+            (``generate_messages``); false: the server is text-only and gets the text stand-in
+            (:mod:`skyrl_core.multimodal`).
 
     Raises ConfigError when base_url is missing or token_prompts is invalid.
     """
@@ -60,7 +63,8 @@ class OpenAIEngine(Engine):
 
     def __init__(self, model: str = "smollm2-135m-instruct", base_url: str | None = None, api_key: str | None = None,
                  served_model: str | None = None, timeout_s: float = 300.0, max_concurrency: int = 16,
-                 retries: int = 2, max_context: int | None = None, token_prompts: str | bool = "auto") -> None:
+                 retries: int = 2, max_context: int | None = None, token_prompts: str | bool = "auto",
+                 images: bool = True) -> None:
         super().__init__()
         from skyrl_core.models import load_tokenizer, resolve_model
 
@@ -85,6 +89,9 @@ class OpenAIEngine(Engine):
         # None: not yet known; True: token prompts accepted; False: the server is text-only
         self.token_prompts: bool | None = {"auto": None, "true": True, "false": False}.get(token_prompts, token_prompts)
         self._forced = token_prompts in (True, "true")
+        if images not in (True, False):
+            raise ConfigError(f"engine.options.images must be true or false, got {images!r}")
+        self.accepts_images = images
         self._warned = False
         self._client = None
         self._client_loop = None
@@ -203,6 +210,49 @@ class OpenAIEngine(Engine):
         except _Rejected as exc:
             raise EngineError(f"openai engine: {self.base_url}/completions refused the request: {exc}") from None
         return self._parse_text(data, sp)
+
+    async def generate_messages(self, messages: list[dict], sampling: SamplingParams) -> GenerationOutput:
+        """Generate the assistant's next message for OpenAI chat ``messages`` (content parts, images as data URLs)
+        on ``/v1/chat/completions``. Output ids and logprobs are exact when the server returns token ids (vLLM's
+        ``return_token_ids``), else the text re-tokenised; the prompt is the server's rendering, not skyrl's ids.
+        Raises EngineError when the server fails or refuses the request (a text-only server refuses images:
+        set ``engine.options.images: false`` for it)."""
+        body: dict[str, Any] = {"model": self.served_model, "messages": messages, "max_tokens": sampling.max_tokens,
+                                "temperature": sampling.temperature, "top_p": sampling.top_p,
+                                "logprobs": bool(sampling.logprobs), "return_token_ids": True,
+                                "return_tokens_as_token_ids": True, "include_stop_str_in_output": True}
+        if sampling.stop:
+            body["stop"] = list(sampling.stop)
+        if sampling.seed is not None:
+            body["seed"] = sampling.seed
+        self._http()
+        self.stats.started(0)
+        out = None
+        try:
+            async with self._sem:
+                try:
+                    data = await self._post("/chat/completions", body)
+                except _Rejected as exc:
+                    raise EngineError(f"openai engine: {self.base_url}/chat/completions refused a prompt with "
+                                      f"images ({exc}); serve a vision model, or set engine.options.images: false "
+                                      f"to send the text stand-in") from None
+            choice = self._choice(data)
+            content = (choice.get("message") or {}).get("content") or ""
+            entries = (choice.get("logprobs") or {}).get("content") or []
+            as_completion = {"text": content, "finish_reason": choice.get("finish_reason"),
+                             "stop_reason": choice.get("stop_reason"), "token_ids": choice.get("token_ids"),
+                             "logprobs": {"tokens": [e.get("token") for e in entries],
+                                          "token_logprobs": [e.get("logprob") for e in entries]}}
+            if as_completion["token_ids"] is None and not entries:
+                as_completion.pop("logprobs")
+            wrapped = {"choices": [as_completion]}
+            out = self._parse_exact(wrapped, sampling) or self._parse_text(wrapped, sampling)
+            return out
+        except Exception:
+            self.stats.errors += 1
+            raise
+        finally:
+            self.stats.finished(len(out.output_ids) if out else 0)
 
     def _warn(self, why: str) -> None:
         if not self._warned:
