@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 
 from .chat import ChatFormat, with_system_text
-from .errors import ToolArgumentsError
+from .errors import RuntimeLost, ToolArgumentsError
 from .inference.base import SamplingParams
 from .runtime import truncate_output
 from .tools import Tool, ToolCall, ToolContext, ToolResult
@@ -311,7 +311,7 @@ async def _execute(call: ToolCall, tools: dict[str, Tool], ctx: ToolContext, cfg
     try:
         tool.validate(call.arguments)
         result = await asyncio.wait_for(tool.call(call.arguments, ctx), timeout)
-    except asyncio.CancelledError:
+    except (asyncio.CancelledError, RuntimeLost):  # a lost runtime ends the trajectory (error_runtime)
         raise
     except ToolArgumentsError as exc:
         return None, f"Error: {exc}. A valid call of '{tool.name}' looks like:\n{example}"

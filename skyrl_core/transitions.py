@@ -47,10 +47,11 @@ MAX_TOKENS = "max_tokens"
 ERROR_INIT = "error_init"
 ERROR_RUN = "error_run"
 ERROR_EVAL = "error_eval"
+ERROR_RUNTIME = "error_runtime"  # the runtime itself was lost (a dead Ray actor or node): skyrl_core.errors.RuntimeLost
 TIMEOUT = "timeout"
 CANCELLED = "cancelled"
 MASKED_REASONS = frozenset({MAX_TURNS, CONTEXT_EXCEEDED, MAX_TOKENS, ERROR_INIT, ERROR_RUN, ERROR_EVAL, TIMEOUT,
-                            CANCELLED})
+                            CANCELLED, ERROR_RUNTIME})
 
 
 @attrs.define
