@@ -76,10 +76,10 @@ def gsm8k_answers():
     return {r.data["question"]: r.data["answer"] for r in rows}
 
 
-async def test_gsm8k_rewards_on_ray_equal_local_placement(hf_engine, gsm8k_answers):
+async def test_gsm8k_rewards_on_ray_equal_local_placement(tiny_engine, gsm8k_answers):
     from conftest import PromptScriptedEngine
 
-    engine = PromptScriptedEngine(hf_engine, script_for(gsm8k_answers))
+    engine = PromptScriptedEngine(tiny_engine, script_for(gsm8k_answers))
     _, local, _ = await rollout(gsm8k_config("local"), engine)
     _, remote, metrics = await rollout(gsm8k_config("ray", "tasks.0.runtime.resources={num_cpus: 1}"), engine)
 
@@ -96,12 +96,12 @@ async def test_gsm8k_rewards_on_ray_equal_local_placement(hf_engine, gsm8k_answe
     assert metrics["actors_replaced"] == 0 and metrics["runtime_releases"] == N
 
 
-async def test_a_killed_actor_ends_only_its_trajectory_and_is_replaced(hf_engine, gsm8k_answers, ray_cluster):
+async def test_a_killed_actor_ends_only_its_trajectory_and_is_replaced(tiny_engine, gsm8k_answers, ray_cluster):
     from conftest import PromptScriptedEngine
 
     questions = list(gsm8k_answers)
     slow = questions[1]
-    engine = PromptScriptedEngine(hf_engine, script_for(gsm8k_answers, slow=slow))
+    engine = PromptScriptedEngine(tiny_engine, script_for(gsm8k_answers, slow=slow))
     cfg = gsm8k_config("ray", "tasks.0.runtime.max_actors=2", "dispatcher.max_parallel_agents=2")
     session = await RolloutSession.create(cfg, engine=engine)
     placement = next(iter(session._resolved.values())).runtime_cls
@@ -145,7 +145,7 @@ async def test_a_killed_actor_ends_only_its_trajectory_and_is_replaced(hf_engine
     assert len(by_q) == N
 
 
-async def test_agent_code_cannot_kill_its_actor_or_reach_the_cluster(hf_engine, gsm8k_answers, ray_cluster):
+async def test_agent_code_cannot_kill_its_actor_or_reach_the_cluster(tiny_engine, gsm8k_answers, ray_cluster):
     """Attack: the agent's python kills every process it can see, signals its parents, and connects to the Ray
     cluster's GCS port on 127.0.0.1. The sandbox (own pid and network namespaces) holds: the actor lives on and the
     trajectory finishes normally."""
@@ -171,7 +171,7 @@ async def test_agent_code_cannot_kill_its_actor_or_reach_the_cluster(hf_engine, 
         return call("finish", answer=found[-1] if found else "none")
 
     cfg = gsm8k_config("ray", "tasks.0.data.limit=1", "tasks.0.runtime.max_actors=1")
-    session = await RolloutSession.create(cfg, engine=PromptScriptedEngine(hf_engine, script))
+    session = await RolloutSession.create(cfg, engine=PromptScriptedEngine(tiny_engine, script))
     placement = next(iter(session._resolved.values())).runtime_cls
     try:
         trajs, metrics = await session.rollout(session.load_instances("train"), 1)
@@ -187,11 +187,11 @@ async def test_agent_code_cannot_kill_its_actor_or_reach_the_cluster(hf_engine, 
     assert metrics["actors_replaced"] == 0 and metrics["leases"] == metrics["releases"] == 1
 
 
-async def test_resources_the_cluster_cannot_fit_fail_init_with_the_reason(hf_engine, gsm8k_answers):
+async def test_resources_the_cluster_cannot_fit_fail_init_with_the_reason(tiny_engine, gsm8k_answers):
     from conftest import PromptScriptedEngine
 
     cfg = gsm8k_config("ray", "tasks.0.data.limit=1", "tasks.0.runtime.resources={num_cpus: 64}")
-    session = await RolloutSession.create(cfg, engine=PromptScriptedEngine(hf_engine, script_for(gsm8k_answers)))
+    session = await RolloutSession.create(cfg, engine=PromptScriptedEngine(tiny_engine, script_for(gsm8k_answers)))
     try:
         (traj,), _ = await session.rollout(session.load_instances("train"), 1)
     finally:

@@ -18,18 +18,15 @@ SHORT = SamplingParams(temperature=0.0, max_tokens=4)
 
 
 @pytest.fixture(scope="module")
-def two_engines(tiny_chat_model_dir):
+def two_engines(tiny_engine, tiny_chat_model_dir):
+    """Two real hf engines on the 1-layer model: the session's and one more."""
     from skyrl_core.inference.hf import HFEngine
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    engines = [HFEngine(model=tiny_chat_model_dir, max_batch=4, device="cpu") for _ in range(2)]
+    other = HFEngine(model=tiny_chat_model_dir, max_batch=4, device="cpu")
     try:
-        yield engines
+        yield [tiny_engine, other]
     finally:
-        for e in engines:
-            asyncio.run(e.close())
-        torch.set_num_threads(threads)
+        asyncio.run(other.close())
 
 
 def prompt(engine, text: str) -> list[int]:

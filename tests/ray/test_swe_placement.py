@@ -77,12 +77,12 @@ async def eval_swe(path, placement: str, engine, registry):
         await session.close()
 
 
-async def test_swe_rewards_on_ray_equal_local_placement(swe_rows, hf_engine, plugins):
+async def test_swe_rewards_on_ray_equal_local_placement(swe_rows, tiny_engine, plugins):
     import skyrl_swe
     from conftest import PromptScriptedEngine
 
     plugins.register_plugin(skyrl_swe, "skyrl_swe")
-    engine = PromptScriptedEngine(hf_engine, script)
+    engine = PromptScriptedEngine(tiny_engine, script)
     local, _ = await eval_swe(swe_rows, "local", engine, plugins.registry)
     remote, metrics = await eval_swe(swe_rows, "ray", engine, plugins.registry)
 
