@@ -74,7 +74,8 @@ class EngineConfig:
     ``device``: auto | cpu | cuda; ``base_url``/``api_key``/``served_model``: for openai; ``timeout_s`` per call.
     ``replicas`` copies of the engine, or one openai engine per URL in ``endpoints``, sit behind one router that
     sends each request to the replica with the fewest outstanding tokens (``sticky``: a trajectory stays on its
-    replica, for prefix-cache reuse); see docs/scale-out.md."""
+    replica, for prefix-cache reuse); ``placement: ray`` builds each replica in a Ray actor asking for
+    ``resources`` (``num_gpus: 1``, ...); see docs/scale-out.md."""
 
     type: str = "hf"
     max_batch: int = 16
@@ -88,6 +89,8 @@ class EngineConfig:
     replicas: int = 1
     endpoints: list[str] = attrs.Factory(list)
     sticky: bool = False
+    placement: str = "local"
+    resources: dict[str, Any] = attrs.Factory(dict)
 
 
 @attrs.define

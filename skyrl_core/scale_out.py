@@ -80,8 +80,18 @@ def validate_ray_address(address: str | None) -> None:
 
 
 def validate_engine_replicas(engine: Any) -> None:
-    """``engine.replicas`` at least 1; ``engine.endpoints`` http(s) URLs, not mixed with ``engine.base_url``,
+    """``engine.placement`` local or ray (with ``engine.resources``); ``engine.replicas`` at least 1;
+    ``engine.endpoints`` http(s) URLs, not mixed with ``engine.base_url``,
     and with ``replicas`` left at 1 or equal to their number."""
+    if engine.placement not in PLACEMENTS:
+        raise ConfigError(f"config key 'engine.placement' must be one of {', '.join(PLACEMENTS)}; "
+                          f"got {engine.placement!r}")
+    validate_resources(engine.resources, "engine.resources")
+    if engine.placement == "local" and engine.resources:
+        raise ConfigError("config key 'engine.resources' only applies with engine.placement: ray")
+    if engine.placement == "ray" and engine.endpoints:
+        raise ConfigError("config keys 'engine.placement: ray' and 'engine.endpoints' are both set; endpoints are "
+                          "servers already running, placement: ray starts engines in Ray actors: choose one")
     if engine.replicas < 1:
         raise ConfigError(f"config key 'engine.replicas' must be at least 1; got {engine.replicas}")
     for i, url in enumerate(engine.endpoints):

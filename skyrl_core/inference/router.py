@@ -1,7 +1,7 @@
 """The engine router: several inference engines behind one ``Engine``.
 
-``engine.replicas: N`` builds N copies of the configured engine (in-process engines, or ``engine.type``'s
-factory each time); ``engine.endpoints: [URL, ...]`` builds one engine per OpenAI-compatible server (vLLM,
+``engine.replicas: N`` builds N copies of the configured engine (in this process, or each in a Ray actor with
+``engine.placement: ray``); ``engine.endpoints: [URL, ...]`` builds one engine per OpenAI-compatible server (vLLM,
 SGLang, ``skyrl serve``) with ``engine.base_url`` set to that URL. Each request goes to the replica with the
 fewest **outstanding tokens**: the sum, over the requests it is serving now, of their prompt length plus their
 ``max_tokens`` budget (ties: fewer requests in flight, then fewer requests so far). With ``engine.sticky`` a
@@ -174,10 +174,18 @@ class EngineRouter(Engine):
 async def build_engine(config: Any, registry: Any) -> Engine:
     """The run's engine: ``registry.get("inference_engines", config.engine.type)(config)``, or, when
     ``engine.replicas`` > 1 or ``engine.endpoints`` is set, an :class:`EngineRouter` over one such engine per
-    replica (endpoints: ``engine.base_url`` set to each URL in turn). Replicas are built in worker threads, one
+    replica (endpoints: ``engine.base_url`` set to each URL in turn; ``engine.placement: ray``: each built in a
+    Ray actor, :mod:`skyrl_core.inference.ray_engine`). Replicas are built in worker threads, one
     after the other; one that fails to build closes those already built and raises."""
     ec = config.engine
     factory = registry.get("inference_engines", ec.type)
+    if ec.placement == "ray":  # each replica in a Ray actor (skyrl_core.inference.ray_engine)
+        from .ray_engine import ray_replicas
+
+        replicas = await asyncio.to_thread(ray_replicas, factory, config, ec.replicas)
+        if len(replicas) == 1:
+            return replicas[0]
+        return EngineRouter(replicas, names=[f"{r.name}-{i}" for i, r in enumerate(replicas)], sticky=ec.sticky)
     if ec.replicas <= 1 and not ec.endpoints:
         return await asyncio.to_thread(factory, config)
     if ec.endpoints:

@@ -210,3 +210,29 @@ def test_a_second_release_of_one_lease_is_counted_and_ignored():
     pool.release(lease)
     assert pool.releases == 1 and pool.double_releases == 1 and list(pool.idle) == ["actor-handle"]
     assert attrs.asdict(lease)["released"] is True
+
+
+async def test_a_tool_past_its_timeout_is_stopped_and_the_trajectory_goes_on(tiny_engine, gsm8k_answers):
+    """The agent's per-call timeout cancels the remote call (and the command in the actor's sandbox); the next
+    call on the same actor answers at once."""
+    from conftest import PromptScriptedEngine
+
+    def script(prompt: str, turn: int) -> str:
+        if turn == 0:
+            return call("python", code="import time\ntime.sleep(60)")
+        if turn == 1:
+            return call("python", code="print('RESULT=%d' % 6)")
+        found = re.findall(r"RESULT=(-?\d+)", prompt)
+        return call("finish", answer=found[-1] if found else "none")
+
+    cfg = gsm8k_config("ray", "tasks.0.data.limit=1", "agent.tool_timeout_s=3", "agent.max_turns=4")
+    session = await RolloutSession.create(cfg, engine=PromptScriptedEngine(tiny_engine, script))
+    try:
+        (traj,), metrics = await asyncio.wait_for(session.rollout(session.load_instances("train"), 1), 60)
+    finally:
+        await session.close()
+    observations = [m["content"] for m in traj.messages if m.get("role") not in ("assistant", "system", "user")]
+    assert "timed out after 3 s" in observations[0], observations
+    assert traj.finish_reason == FINISHED and traj.answer == "6", traj.error
+    assert traj.timing["run"] < 30
+    assert metrics["actors_replaced"] == 0 and metrics["leases"] == metrics["releases"] == 1
