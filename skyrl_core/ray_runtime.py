@@ -72,6 +72,7 @@ def ensure_ray(ray_config: Any = None) -> Any:
         if address in (None, "local"):
             kwargs["num_cpus"] = getattr(ray_config, "num_cpus", None)
         else:
+            check_reachable(address)
             kwargs["address"] = address
         if getattr(ray_config, "namespace", None):
             kwargs["namespace"] = ray_config.namespace
@@ -84,6 +85,23 @@ def ensure_ray(ray_config: Any = None) -> Any:
                              f"(ray start --head) or leave ray.address out for a local cluster") from None
         log.info("ray: connected to %s (%s)", address or "a new local cluster", ray.cluster_resources())
         return ray
+
+
+def check_reachable(address: str | None, timeout_s: float = 5.0) -> None:
+    """Raise SkyrlError naming ``ray.address`` when a ``HOST:PORT`` address does not accept a TCP connection
+    within ``timeout_s`` seconds (``ray.init`` would otherwise retry for minutes). ``auto``, ``local``, None and
+    ``ray://`` addresses are left to Ray, which fails fast on them."""
+    import socket
+
+    if address is None or address in ("auto", "local") or "://" in address:
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except (OSError, ValueError) as exc:
+        raise SkyrlError(f"cannot reach the Ray cluster at ray.address {address!r} ({type(exc).__name__}: {exc}); "
+                         f"start it (ray start --head --port={port}) or fix the address; leave ray.address out for "
+                         f"a local cluster") from None
 
 
 def actor_options(resources: dict[str, Any]) -> dict[str, Any]:

@@ -6,7 +6,8 @@ import pytest
 
 from skyrl_core.config import load_config
 from skyrl_core.errors import ConfigError
-from skyrl_core.ray_runtime import actor_options, cluster_capacity
+from skyrl_core.errors import SkyrlError
+from skyrl_core.ray_runtime import actor_options, check_reachable, cluster_capacity
 
 
 @pytest.mark.parametrize("override, words", [
@@ -64,3 +65,17 @@ def test_cluster_capacity_counts_what_fits_per_node():
     assert cluster_capacity(nodes, actor_options({"num_cpus": 1, "memory_mb": 3 * 1024})) == 4 + 1  # by memory
     assert cluster_capacity(nodes, actor_options({"resources": {"sandbox_host": 1}})) == 1
     assert cluster_capacity(nodes, actor_options({"num_gpus": 1})) == 0
+
+
+def test_an_unreachable_cluster_address_fails_fast_naming_the_key():
+    import socket
+    import time
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t0 = time.perf_counter()
+    with pytest.raises(SkyrlError, match=f"ray.address '127.0.0.1:{port}'.*ray start --head --port={port}"):
+        check_reachable(f"127.0.0.1:{port}", timeout_s=2)
+    assert time.perf_counter() - t0 < 5
+    check_reachable("auto")  # left to Ray
