@@ -236,3 +236,22 @@ async def test_a_tool_past_its_timeout_is_stopped_and_the_trajectory_goes_on(tin
     assert traj.finish_reason == FINISHED and traj.answer == "6", traj.error
     assert traj.timing["run"] < 30
     assert metrics["actors_replaced"] == 0 and metrics["leases"] == metrics["releases"] == 1
+
+
+async def test_a_runtime_failing_in_its_actor_fails_init_with_its_own_error(tiny_engine, gsm8k_answers, tmp_path):
+    """A runtime that raises while starting in the actor (its source directory is missing) ends the trajectory
+    ``error_init`` with the runtime's own exception, not as a lost actor: the actor is kept for the next lease."""
+    from conftest import PromptScriptedEngine
+
+    missing = tmp_path / "no-such-source"
+    cfg = gsm8k_config("ray", "tasks.0.data.limit=2", "tasks.0.runtime.max_actors=1",
+                       f"tasks.0.runtime.source={missing}")
+    session = await RolloutSession.create(cfg, engine=PromptScriptedEngine(tiny_engine, script_for(gsm8k_answers)))
+    try:
+        trajs, metrics = await session.rollout(session.load_instances("train"), 1)
+    finally:
+        await session.close()
+    assert [t.finish_reason for t in trajs] == ["error_init", "error_init"]
+    assert all("FileNotFoundError" in t.error and str(missing) in t.error for t in trajs), [t.error for t in trajs]
+    assert metrics["actors_created"] == 1 and metrics["actors_replaced"] == 0
+    assert metrics["leases"] == metrics["releases"] == 2 and metrics["double_releases"] == 0
