@@ -252,12 +252,23 @@ class ActorPool:
         self.busy: dict[int, Lease] = {}
         self.alive = 0
         self._waiters: deque[asyncio.Future] = deque()
+        self._setup_lock = asyncio.Lock()
         self.created = self.replaced = self.leases = self.releases = self.double_releases = self.peak = 0
 
     async def _setup(self) -> None:
         if self._remote is not None:
             return
-        ray = await asyncio.to_thread(ensure_ray, self.ray_config)
+        async with self._setup_lock:  # the first leases of a batch arrive together: connect and size once
+            if self._remote is None:
+                await self._connect()
+
+    async def _connect(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            # on the main thread, so that a local cluster gets Ray's SIGTERM handler (it blocks the loop once, for
+            # the seconds ray.init takes, while every trajectory waits for this pool anyway)
+            ray = ensure_ray(self.ray_config)
+        else:
+            ray = await asyncio.to_thread(ensure_ray, self.ray_config)
         if self.max_actors is None:
             nodes = await asyncio.to_thread(ray.nodes)
             fits = cluster_capacity(nodes, self.options)
