@@ -191,11 +191,7 @@ async def test_resources_the_cluster_cannot_fit_fail_init_with_the_reason(tiny_e
     from conftest import PromptScriptedEngine
 
     cfg = gsm8k_config("ray", "tasks.0.data.limit=1", "tasks.0.runtime.resources={num_cpus: 64}")
-    session = await RolloutSession.create(cfg, engine=PromptScriptedEngine(tiny_engine, script_for(gsm8k_answers)))
-    try:
-        (traj,), _ = await session.rollout(session.load_instances("train"), 1)
-    finally:
-        await session.close()
+    _, (traj,), _ = await rollout(cfg, PromptScriptedEngine(tiny_engine, script_for(gsm8k_answers)))
     assert traj.finish_reason == "error_init" and "do not fit" in traj.error and "num_cpus" in traj.error, traj.error
 
 
@@ -226,11 +222,7 @@ async def test_a_tool_past_its_timeout_is_stopped_and_the_trajectory_goes_on(tin
         return call("finish", answer=found[-1] if found else "none")
 
     cfg = gsm8k_config("ray", "tasks.0.data.limit=1", "agent.tool_timeout_s=3", "agent.max_turns=4")
-    session = await RolloutSession.create(cfg, engine=PromptScriptedEngine(tiny_engine, script))
-    try:
-        (traj,), metrics = await asyncio.wait_for(session.rollout(session.load_instances("train"), 1), 60)
-    finally:
-        await session.close()
+    _, (traj,), metrics = await asyncio.wait_for(rollout(cfg, PromptScriptedEngine(tiny_engine, script)), 90)
     observations = [m["content"] for m in traj.messages if m.get("role") not in ("assistant", "system", "user")]
     assert "timed out after 3 s" in observations[0], observations
     assert traj.finish_reason == FINISHED and traj.answer == "6", traj.error
@@ -246,11 +238,7 @@ async def test_a_runtime_failing_in_its_actor_fails_init_with_its_own_error(tiny
     missing = tmp_path / "no-such-source"
     cfg = gsm8k_config("ray", "tasks.0.data.limit=2", "tasks.0.runtime.max_actors=1",
                        f"tasks.0.runtime.source={missing}")
-    session = await RolloutSession.create(cfg, engine=PromptScriptedEngine(tiny_engine, script_for(gsm8k_answers)))
-    try:
-        trajs, metrics = await session.rollout(session.load_instances("train"), 1)
-    finally:
-        await session.close()
+    _, trajs, metrics = await rollout(cfg, PromptScriptedEngine(tiny_engine, script_for(gsm8k_answers)))
     assert [t.finish_reason for t in trajs] == ["error_init", "error_init"]
     assert all("FileNotFoundError" in t.error and str(missing) in t.error for t in trajs), [t.error for t in trajs]
     assert metrics["actors_created"] == 1 and metrics["actors_replaced"] == 0
