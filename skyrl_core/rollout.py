@@ -36,6 +36,7 @@ from .costs import StageCostMemory, instance_key, supplied_cost
 from .config import task_agent_config, task_sampling_config
 from .errors import ConfigError
 from .inference.base import SamplingParams
+from .inference.router import routing_key
 from .plugins import get_registry
 from .runtime import RuntimeSpec
 from .tasks import Instance, Task, VerifierResult, run_verifier
@@ -330,8 +331,6 @@ class RolloutSession:
 
         async def run(traj: Trajectory) -> None:
             from .agent import run_agent
-
-            from .inference.router import routing_key
 
             slot = slots[id(traj)]
             routing_key.set(traj.id)  # an engine router keeps a trajectory on one replica (engine.sticky)
