@@ -27,10 +27,10 @@ from typing import Any
 import attrs
 
 from .chat import ChatFormat, with_system_text
-from .errors import ToolArgumentsError
+from .errors import RuntimeLost, ToolArgumentsError
 from .inference.base import SamplingParams
 from .multimodal import accepts_images, has_images, observation_message, openai_messages
-from .runtime import RuntimeLost, truncate_output
+from .runtime import truncate_output
 from .tools import Tool, ToolCall, ToolContext, ToolResult
 from .transitions import (CONTEXT_EXCEEDED, ERROR_RUN, ERROR_RUNTIME, FINISHED, MASKED_REASONS, MAX_TOKENS,
                           MAX_TURNS, NO_TOOL_CALL, TIMEOUT, Trajectory, record_transition)
@@ -328,9 +328,7 @@ async def _execute(call: ToolCall, tools: dict[str, Tool], ctx: ToolContext, cfg
     try:
         tool.validate(call.arguments)
         result = await asyncio.wait_for(tool.call(call.arguments, ctx), timeout)
-    except asyncio.CancelledError:
-        raise
-    except RuntimeLost:
+    except (asyncio.CancelledError, RuntimeLost):  # a lost runtime ends the trajectory (error_runtime)
         raise
     except ToolArgumentsError as exc:
         return None, f"Error: {exc}. A valid call of '{tool.name}' looks like:\n{example}"

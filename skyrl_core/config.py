@@ -71,7 +71,11 @@ class SamplingConfig:
 @attrs.define
 class EngineConfig:
     """Inference engine. ``type``: hf | openai | vllm | a plugin's. ``max_batch``: requests decoded together;
-    ``device``: auto | cpu | cuda; ``base_url``/``api_key``/``served_model``: for openai; ``timeout_s`` per call."""
+    ``device``: auto | cpu | cuda; ``base_url``/``api_key``/``served_model``: for openai; ``timeout_s`` per call.
+    ``replicas`` copies of the engine, or one openai engine per URL in ``endpoints``, sit behind one router that
+    sends each request to the replica with the fewest outstanding tokens (``sticky``: a trajectory stays on its
+    replica, for prefix-cache reuse); ``placement: ray`` builds each replica in a Ray actor asking for
+    ``resources`` (``num_gpus: 1``, ...); see docs/scale-out.md."""
 
     type: str = "hf"
     max_batch: int = 16
@@ -82,6 +86,25 @@ class EngineConfig:
     served_model: str | None = None
     timeout_s: float = 300.0
     options: dict[str, Any] = attrs.Factory(dict)
+    replicas: int = 1
+    endpoints: list[str] = attrs.Factory(list)
+    sticky: bool = False
+    placement: str = "local"
+    resources: dict[str, Any] = attrs.Factory(dict)
+
+
+@attrs.define
+class RayConfig:
+    """The Ray cluster that ``placement: ray`` runtimes use (docs/scale-out.md). ``address``: None starts a
+    local cluster in this process (``num_cpus`` CPUs, default all); ``auto`` joins the cluster running on this
+    machine (``ray start --head``); ``HOST:6379`` a cluster's head; ``ray://HOST:10001`` through Ray Client.
+    ``namespace`` and ``runtime_env`` (a Ray runtime environment: ``pip``, ``env_vars``, ``working_dir``) go to
+    ``ray.init``."""
+
+    address: str | None = None
+    num_cpus: int | None = None
+    namespace: str | None = None
+    runtime_env: dict[str, Any] = attrs.Factory(dict)
 
 
 @attrs.define
@@ -217,6 +240,7 @@ class Config:
     train: TrainConfig = attrs.Factory(TrainConfig)
     logging: LoggingConfig = attrs.Factory(LoggingConfig)
     seed: int = 0
+    ray: RayConfig = attrs.Factory(RayConfig)
 
     def to_dict(self) -> dict:
         return _converter.unstructure(self)
@@ -444,6 +468,9 @@ def validate_values(config: Config) -> None:
     for key, ok, valid in checks:
         if not ok:
             raise ConfigError(f"config key '{key}' must be {valid}")
+    from .scale_out import validate_scale_out
+
+    validate_scale_out(config)
 
 
 def load_config(path: str | os.PathLike | None, overrides: list[str] | tuple[str, ...] = ()) -> Config:

@@ -15,7 +15,8 @@ This module holds what every dispatcher shares and a plugin subclasses: :class:`
   order.
 
 Every dispatcher shares the fault handling: an exception or timeout in a stage marks that trajectory failed
-(``error_init`` / ``error_run`` / ``error_eval`` via :meth:`Trajectory.fail`), the batch deadline marks
+(``error_init`` / ``error_run`` / ``error_eval`` via :meth:`Trajectory.fail`; ``error_runtime`` in any stage when
+the runtime itself was lost, :class:`~skyrl_core.errors.RuntimeLost`), the batch deadline marks
 ``timeout``, cancellation (Ctrl-C) marks ``cancelled``; ``release`` is awaited exactly once for every trajectory
 that entered ``init``, even when the dispatch is cancelled.
 """
@@ -31,7 +32,8 @@ from typing import Any, Awaitable, Callable
 import attrs
 
 from ._moved import moved_attribute
-from .transitions import CANCELLED, ERROR_EVAL, ERROR_INIT, ERROR_RUN, TIMEOUT, Trajectory
+from .errors import RuntimeLost
+from .transitions import CANCELLED, ERROR_EVAL, ERROR_INIT, ERROR_RUN, ERROR_RUNTIME, TIMEOUT, Trajectory
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +42,7 @@ StageFn = Callable[[Trajectory], Awaitable[None]]
 STAGES = ("init", "run", "eval")
 STAGE_ERRORS = {"init": ERROR_INIT, "run": ERROR_RUN, "eval": ERROR_EVAL}
 # A trajectory that ended with one of these skips its remaining stages.
-_STOP_REASONS = frozenset({ERROR_INIT, ERROR_RUN, TIMEOUT, CANCELLED})
+_STOP_REASONS = frozenset({ERROR_INIT, ERROR_RUN, TIMEOUT, CANCELLED, ERROR_RUNTIME})
 
 
 @attrs.define
@@ -234,7 +236,8 @@ class _BaseDispatcher(Dispatcher):
             log.info("trajectory %s: %s", traj.id, traj.error)
             return False
         except Exception as exc:  # a failing stage fails its trajectory, never the batch
-            traj.fail(STAGE_ERRORS[stage], f"{stage} raised {type(exc).__name__}: {exc}")
+            reason = exc.finish_reason if isinstance(exc, RuntimeLost) else STAGE_ERRORS[stage]
+            traj.fail(reason, f"{stage} raised {type(exc).__name__}: {exc}")
             log.info("trajectory %s: %s", traj.id, traj.error)
             return False
         finally:

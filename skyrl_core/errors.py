@@ -31,6 +31,14 @@ class ToolSchemaError(RegistrationError):
     """A tool's ``parameters`` is not a valid JSON Schema."""
 
 
+class RuntimeLost(SkyrlError):
+    """A trajectory's runtime is gone mid-rollout (its container was killed or removed, its Ray actor or node
+    died): raised by ``Runtime.exec`` and the remote placement. It ends only that trajectory, with finish reason
+    ``error_runtime`` (``finish_reason`` below); the runtime is replaced for the next one."""
+
+    finish_reason = "error_runtime"
+
+
 class ToolArgumentsError(SkyrlError):
     """Tool-call arguments fail the tool's JSON Schema. ``message`` says which argument and what is valid."""
 

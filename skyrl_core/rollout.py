@@ -36,6 +36,7 @@ from .costs import StageCostMemory, instance_key, supplied_cost
 from .config import task_agent_config, task_sampling_config
 from .errors import ConfigError
 from .inference.base import SamplingParams
+from .inference.router import routing_key
 from .plugins import get_registry
 from .runtime import RuntimeSpec
 from .tasks import Instance, Task, VerifierResult, run_verifier
@@ -195,13 +196,15 @@ class RolloutSession:
     @classmethod
     async def create(cls, config: Any, engine: Any = None, registry: Any = None) -> "RolloutSession":
         """Build the session; the engine comes from ``registry.get("inference_engines", config.engine.type)``
-        unless given (then the caller closes it). Raises UnknownComponentError / ConfigError naming a missing
+        (behind a router when ``engine.replicas`` or ``engine.endpoints`` ask for several) unless given (then the
+        caller closes it). Raises UnknownComponentError / ConfigError naming a missing
         tool, task, verifier, instruction builder, runtime, parser or engine."""
         registry = registry or get_registry()
         owns = engine is None
         if engine is None:
-            factory = registry.get("inference_engines", config.engine.type)
-            engine = await asyncio.to_thread(factory, config)
+            from .inference.router import build_engine
+
+            engine = await build_engine(config, registry)
         try:
             return cls(config, engine, registry, owns_engine=owns)
         except BaseException:
@@ -330,6 +333,7 @@ class RolloutSession:
             from .agent import run_agent
 
             slot = slots[id(traj)]
+            routing_key.set(traj.id)  # an engine router keeps a trajectory on one replica (engine.sticky)
             await run_agent(traj, engine=self.engine, tools=slot.resolved.tools, parser=slot.resolved.parser,
                             chat=slot.resolved.chat, agent_config=slot.resolved.agent, sampling=sampling_for(traj),
                             ctx=slot.ctx,
@@ -366,6 +370,8 @@ class RolloutSession:
         sources = self.cost_memory.assign(trajectories, cost_keys, supplied) if remember else {}
         metrics = await dispatcher.dispatch(trajectories, Stages(init=init, run=run, eval=evaluate,
                                                                   release=release))
+        for resolved in {id(r.runtime_cls): r for r in self._resolved.values()}.values():
+            metrics.update(getattr(getattr(resolved.runtime_cls, "pool", None), "stats", dict)())  # Ray actors
         if remember:
             # a cancelled dispatch raises past this point: its cut-off stages are not costs worth remembering
             metrics["costs_recorded"] = self.cost_memory.record_trajectories(trajectories, cost_keys)
@@ -374,7 +380,11 @@ class RolloutSession:
         return trajectories, metrics
 
     async def close(self) -> None:
-        """Close the engine when this session built it."""
+        """Close the engine when this session built it, and stop the Ray actors of ``placement: ray`` tasks."""
+        for resolved in self._resolved.values():
+            shutdown = getattr(resolved.runtime_cls, "shutdown", None)
+            if shutdown is not None:
+                await shutdown()
         if self.owns_engine:
             await self.engine.close()
 
@@ -399,6 +409,11 @@ class RolloutSession:
         verifier = reg.get("verifiers", verifier_name)
         spec = tc.runtime if tc.runtime is not None else RuntimeSpec(type=task.runtime)
         runtime_cls = reg.get("runtimes", spec.type)
+        if spec.placement == "ray":  # the runtime, its tools and the verifier run in Ray actors (docs/scale-out.md)
+            from .ray_runtime import place_on_ray
+
+            tools, verifier, runtime_cls = place_on_ray(spec, tools, verifier, verifier_name, runtime_cls,
+                                                        self.config.ray)
         index = next((i for i, t in enumerate(self.config.tasks) if t is tc), None)
         agent = task_agent_config(self.config, index) if index is not None else self.config.agent
         own_sampling: dict[str, Any] = {}

@@ -17,12 +17,7 @@ from typing import Any
 import attrs
 
 from ._moved import moved_attribute
-from .errors import SkyrlError
-
-
-class RuntimeLost(SkyrlError):
-    """A runtime died under its trajectory (its container was killed or removed): raised by ``exec``; the agent
-    loop ends that trajectory only, as ``error_runtime``."""
+from .errors import RuntimeLost  # noqa: F401  (raised by runtimes' exec; re-exported for plugins)
 
 
 @attrs.define
@@ -52,7 +47,11 @@ class RuntimeSpec:
     by default); ``isolation`` is ``bubblewrap`` (refuse to start without it) or ``none`` (plain host
     subprocesses, logged once per process); ``source`` is a directory copied into the workspace at start;
     ``workspace`` is a directory used in place (not copied, not deleted: how ``skyrl tools run --workspace`` acts
-    on a user's files); ``options`` go to plugin runtimes."""
+    on a user's files); ``options`` go to plugin runtimes.
+
+    ``placement`` is ``local`` (the runtime lives in this process) or ``ray`` (in a Ray actor placed by
+    ``resources``: ``num_cpus``, ``num_gpus``, ``memory_mb``, custom ``resources``; at most ``max_actors`` actors,
+    default what the cluster fits). See docs/scale-out.md and :mod:`skyrl_core.ray_runtime`."""
 
     type: str = "sandbox"
     cpu_time_s: int = 30
@@ -67,6 +66,9 @@ class RuntimeSpec:
     source: str | None = None
     workspace: str | None = None
     options: dict[str, Any] = attrs.Factory(dict)
+    placement: str = "local"
+    resources: dict[str, Any] = attrs.Factory(dict)
+    max_actors: int | None = None
 
 
 class Runtime(abc.ABC):

@@ -1,0 +1,81 @@
+"""The scale-out config keys: every bad value is a ConfigError naming the key and what is valid (no cluster needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from skyrl_core.config import load_config
+from skyrl_core.errors import ConfigError
+from skyrl_core.errors import SkyrlError
+from skyrl_core.ray_runtime import actor_options, check_reachable, cluster_capacity
+
+
+@pytest.mark.parametrize("override, words", [
+    ("tasks.0.runtime={type: sandbox, placement: cluster}", ["tasks.0.runtime.placement", "local, ray"]),
+    ("tasks.0.runtime={placement: ray, resources: {cpus: 1}}", ["tasks.0.runtime.resources.cpus", "num_cpus"]),
+    ("tasks.0.runtime={placement: ray, resources: {num_cpus: -1}}", ["tasks.0.runtime.resources.num_cpus", "0 or more"]),
+    ("tasks.0.runtime={placement: ray, resources: {num_gpus: many}}", ["tasks.0.runtime.resources.num_gpus"]),
+    ("tasks.0.runtime={placement: ray, resources: {memory_mb: 0}}", ["memory_mb", "positive"]),
+    ("tasks.0.runtime={placement: ray, resources: {resources: {big_box: -2}}}", ["resources.resources", "amounts"]),
+    ("tasks.0.runtime={placement: ray, max_actors: 0}", ["tasks.0.runtime.max_actors", "at least 1"]),
+    ("tasks.0.runtime={placement: local, resources: {num_cpus: 1}}", ["tasks.0.runtime.resources", "placement: ray"]),
+    ("engine.replicas=0", ["engine.replicas", "at least 1"]),
+    ("engine.endpoints=[localhost:8000]", ["engine.endpoints.0", "http(s) URL"]),
+    ("engine.endpoints=[http://a:1/v1, http://a:1/v1]", ["engine.endpoints", "twice"]),
+    ("ray.address=somewhere", ["ray.address", "HOST:6379"]),
+    ("ray.address=ftp://head:1", ["ray.address", "ray://HOST:10001"]),
+    ("ray.num_cpus=0", ["ray.num_cpus", "at least 1"]),
+])
+def test_bad_scale_out_values_name_the_key(override, words):
+    with pytest.raises(ConfigError) as err:
+        load_config(None, [override])
+    for word in words:
+        assert word in str(err.value), str(err.value)
+
+
+def test_conflicting_engine_keys_are_refused():
+    with pytest.raises(ConfigError, match="'engine.base_url' and 'engine.endpoints'"):
+        load_config(None, ["engine.type=openai", "engine.base_url=http://a:1", "engine.endpoints=[http://b:2]"])
+    with pytest.raises(ConfigError, match="engine.replicas' is 3 but engine.endpoints lists 2"):
+        load_config(None, ["engine.replicas=3", "engine.endpoints=[http://a:1, http://b:2]"])
+    with pytest.raises(ConfigError, match="ray.num_cpus' sizes a local cluster"):
+        load_config(None, ["ray.address=auto", "ray.num_cpus=4"])
+
+
+def test_good_scale_out_values_load():
+    cfg = load_config(None, ["tasks.0.runtime={type: sandbox, placement: ray, resources: {num_cpus: 0.5, "
+                             "memory_mb: 512, resources: {sandbox_host: 1}}, max_actors: 8}",
+                             "engine.replicas=2", "engine.sticky=true", "ray.address=ray://head:10001",
+                             "ray.runtime_env={env_vars: {A: b}}"])
+    rt = cfg.tasks[0].runtime
+    assert (rt.placement, rt.max_actors, rt.resources["num_cpus"]) == ("ray", 8, 0.5)
+    assert actor_options(rt.resources) == {"num_cpus": 0.5, "memory": 512 * 1024 * 1024,
+                                           "resources": {"sandbox_host": 1}}
+    assert cfg.engine.replicas == 2 and cfg.engine.sticky and cfg.ray.address == "ray://head:10001"
+    for address in ("auto", "10.0.0.1:6379", "ray://10.0.0.1:10001", None):
+        load_config(None, [f"ray.address={address if address else 'null'}"])
+
+
+def test_cluster_capacity_counts_what_fits_per_node():
+    nodes = [{"Alive": True, "Resources": {"CPU": 8.0, "memory": 16e9, "sandbox_host": 1.0}},
+             {"Alive": True, "Resources": {"CPU": 3.0, "memory": 4e9}},
+             {"Alive": False, "Resources": {"CPU": 64.0}}]
+    assert cluster_capacity(nodes, actor_options({})) == 11  # 8 + 3 one-CPU actors; the dead node counts nothing
+    assert cluster_capacity(nodes, actor_options({"num_cpus": 2})) == 5  # 4 + 1
+    assert cluster_capacity(nodes, actor_options({"num_cpus": 1, "memory_mb": 3 * 1024})) == 4 + 1  # by memory
+    assert cluster_capacity(nodes, actor_options({"resources": {"sandbox_host": 1}})) == 1
+    assert cluster_capacity(nodes, actor_options({"num_gpus": 1})) == 0
+
+
+def test_an_unreachable_cluster_address_fails_fast_naming_the_key():
+    import socket
+    import time
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t0 = time.perf_counter()
+    with pytest.raises(SkyrlError, match=f"ray.address '127.0.0.1:{port}'.*ray start --head --port={port}"):
+        check_reachable(f"127.0.0.1:{port}", timeout_s=2)
+    assert time.perf_counter() - t0 < 5
+    check_reachable("auto")  # left to Ray
