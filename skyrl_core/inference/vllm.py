@@ -211,6 +211,17 @@ class VLLMServedEngine(OpenAIEngine):
                               "(start a server with scripts/vllm-serve)")
         super().__init__(model=model, base_url=base_url, token_prompts=True, **kwargs)
 
+    def _parse_exact(self, data: dict[str, Any], sp: SamplingParams) -> GenerationOutput:
+        # vLLM accepts unknown request fields silently, so a server that is not vLLM (or a renamed field) shows
+        # only in the response: no token ids, or no logprobs, is an error here, never re-tokenised text.
+        out = super()._parse_exact(data, sp)
+        if out is None:
+            raise EngineError(f"vllm engine: {self.base_url} returned no token ids (return_token_ids was ignored:"
+                              f" is it a vLLM server?); use engine.type openai for other servers")
+        if sp.logprobs and out.output_logprobs is None:
+            raise EngineError(f"vllm engine: {self.base_url} returned no per-token logprobs for the sampled ids")
+        return out
+
     @property
     def root_url(self) -> str:
         """The server root (``base_url`` without ``/v1``), where vLLM's dev-mode routes live."""
