@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-GREEDY_MAX = 24
+GREEDY_MAX = 16
 QUESTIONS = ["What is 2+2?", "Name a color.", "Write a haiku about the sea.",
              "Say something nice about cats, dogs and birds in one sentence."]
 

@@ -135,15 +135,19 @@ async def test_weight_updates_take_effect_like_the_hf_engine(vllm, hf_engine):
                 p.add_(0.02 * p.abs().mean() * torch.randn(p.shape, generator=gen))
         await hf_engine.update_weights(None)
         await vllm.update_weights(hf_engine.model.state_dict())
-        after, ref = await vllm.generate(prompt, GREEDY), await hf_engine.generate(prompt, GREEDY)
-        assert after.output_ids == ref.output_ids
-        assert after.output_logprobs == pytest.approx(ref.output_logprobs, abs=ATOL)
+        # vLLM's tokens under the new weights are scored by the hf module holding them: the same model exactly
+        # (greedy ids may part at a near-tie of the perturbed model, so the check is on logprobs)
+        after = await vllm.generate(prompt, GREEDY)
+        assert after.output_logprobs == pytest.approx(
+            recomputed_logprobs(hf_engine, prompt, after.output_ids), abs=ATOL)
         assert after.output_logprobs != pytest.approx(before.output_logprobs, abs=ATOL)
         partial = {"model.norm.weight": -original["model.norm.weight"]}  # a subset of the names is fine
         await vllm.update_weights(partial)
         await hf_engine.update_weights(partial)
-        flipped, ref = await vllm.generate(prompt, GREEDY), await hf_engine.generate(prompt, GREEDY)
-        assert flipped.output_ids == ref.output_ids != after.output_ids
+        flipped = await vllm.generate(prompt, GREEDY)
+        assert flipped.output_ids != after.output_ids
+        assert flipped.output_logprobs == pytest.approx(
+            recomputed_logprobs(hf_engine, prompt, flipped.output_ids), abs=ATOL)
     finally:
         await vllm.update_weights(original)
         await hf_engine.update_weights(original)
