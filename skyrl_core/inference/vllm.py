@@ -42,11 +42,10 @@ from typing import Any
 from ..errors import ConfigError, MissingExtraError, SkyrlError
 from .base import Engine, EngineError, GenerationOutput, SamplingParams
 from .openai import OpenAIEngine, _message, _Rejected, _save
+from .vllm_server import CPU_ENV
 
 log = logging.getLogger(__name__)
 
-CPU_DEFAULTS = {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
-                "DO_NOT_TRACK": "1"}
 FINISH_REASONS = ("stop", "length", "abort")
 
 
@@ -91,7 +90,7 @@ class VLLMEngine(Engine):
 
         cpu = _on_cpu()
         if cpu:
-            for key, value in CPU_DEFAULTS.items():
+            for key, value in CPU_ENV.items():
                 os.environ.setdefault(key, f"{kv_cache_gib:g}" if key == "VLLM_CPU_KVCACHE_SPACE" else value)
             if dtype == "auto":
                 dtype = "float32"
@@ -227,19 +226,11 @@ class VLLMServedEngine(OpenAIEngine):
         """The server root (``base_url`` without ``/v1``), where vLLM's dev-mode routes live."""
         return self.base_url[: -len("/v1")]
 
-    async def update_weights(self, state_dict: dict[str, Any] | None = None) -> None:
-        """Write ``state_dict`` (HF names -> tensors) as safetensors to a temp dir on this machine and have the
-        server reload its weights from it (see :meth:`load_weights_from`). Raises EngineError naming the route
-        when the server refuses (started without ``VLLM_SERVER_DEV_MODE=1``, or on another machine)."""
-        if state_dict is None:
-            raise SkyrlError("vllm engine update_weights needs a state dict: the server holds its own model copy")
-        with tempfile.TemporaryDirectory(prefix="skyrl-vllm-weights-") as tmp:
-            await asyncio.to_thread(_save, state_dict, Path(tmp))
-            await self.load_weights_from(tmp)
-
     async def load_weights_from(self, path: str | os.PathLike) -> dict[str, Any]:
         """Ask the server to load every ``*.safetensors`` in ``path`` (HF names; a subset of the model is fine)
-        into its workers, then reset its prefix cache. Returns the server's answer to ``/collective_rpc``."""
+        into its workers, then reset its prefix cache. Returns the server's answer to ``/collective_rpc``.
+        ``update_weights(state_dict)`` (inherited) writes the state dict to a temp dir on this machine and calls
+        this; a server started without ``VLLM_SERVER_DEV_MODE=1`` (or on another machine) raises EngineError."""
         url = self.root_url
         body = {"method": "reload_weights", "kwargs": {"weights_path": str(path)}}
         try:
