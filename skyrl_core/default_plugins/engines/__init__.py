@@ -43,13 +43,16 @@ def openai_engine(config: Any):
 
 
 def vllm_engine(config: Any):
-    """``engine.type: vllm``: in-process vLLM AsyncLLM (options: ``gpu_memory_utilization``, ``max_model_len``,
-    ``tensor_parallel_size``, ``enforce_eager``)."""
-    from .vllm import VLLMEngine
+    """``engine.type: vllm``: vLLM in-process (options: ``gpu_memory_utilization``, ``max_model_len``,
+    ``tensor_parallel_size``, ``enforce_eager``, ``kv_cache_gib``), or a vLLM server when ``engine.base_url`` is
+    set (options: ``retries``, ``max_context``)."""
+    from .vllm import from_config
 
-    opts = _options(config, {"gpu_memory_utilization", "max_model_len", "tensor_parallel_size", "enforce_eager"},
-                    "vllm")
-    return VLLMEngine(model=config.model, max_batch=config.engine.max_batch, dtype=config.engine.dtype, **opts)
+    served = bool(config.engine.base_url)
+    opts = _options(config, {"retries", "max_context"} if served else
+                    {"gpu_memory_utilization", "max_model_len", "tensor_parallel_size", "enforce_eager",
+                     "kv_cache_gib"}, "vllm")
+    return from_config(config, opts)
 
 
 @hookimpl(trylast=True)
