@@ -77,7 +77,7 @@ def gsm8k_answers():
 
 
 async def test_gsm8k_rewards_on_ray_equal_local_placement(tiny_engine, gsm8k_answers):
-    from conftest import PromptScriptedEngine
+    from scripted_engine import PromptScriptedEngine
 
     engine = PromptScriptedEngine(tiny_engine, script_for(gsm8k_answers))
     _, local, _ = await rollout(gsm8k_config("local"), engine)
@@ -97,7 +97,7 @@ async def test_gsm8k_rewards_on_ray_equal_local_placement(tiny_engine, gsm8k_ans
 
 
 async def test_a_killed_actor_ends_only_its_trajectory_and_is_replaced(tiny_engine, gsm8k_answers, ray_cluster):
-    from conftest import PromptScriptedEngine
+    from scripted_engine import PromptScriptedEngine
 
     questions = list(gsm8k_answers)
     slow = questions[1]
@@ -160,7 +160,7 @@ async def test_agent_code_cannot_kill_its_actor_or_reach_the_cluster(tiny_engine
     """Attack: the agent's python kills every process it can see, signals its parents, and connects to the Ray
     cluster's GCS port on 127.0.0.1. The sandbox (own pid and network namespaces) holds: the actor lives on and the
     trajectory finishes normally."""
-    from conftest import PromptScriptedEngine
+    from scripted_engine import PromptScriptedEngine
 
     gcs = ray_cluster.get_runtime_context().gcs_address
     host, port = gcs.rsplit(":", 1)
@@ -199,7 +199,7 @@ async def test_agent_code_cannot_kill_its_actor_or_reach_the_cluster(tiny_engine
 
 
 async def test_resources_the_cluster_cannot_fit_fail_init_with_the_reason(tiny_engine, gsm8k_answers):
-    from conftest import PromptScriptedEngine
+    from scripted_engine import PromptScriptedEngine
 
     cfg = gsm8k_config("ray", "tasks.0.data.limit=1", "tasks.0.runtime.resources={num_cpus: 64}")
     _, (traj,), _ = await rollout(cfg, PromptScriptedEngine(tiny_engine, script_for(gsm8k_answers)))
@@ -222,7 +222,7 @@ def test_a_second_release_of_one_lease_is_counted_and_ignored():
 async def test_a_tool_past_its_timeout_is_stopped_and_the_trajectory_goes_on(tiny_engine, gsm8k_answers):
     """The agent's per-call timeout cancels the remote call (and the command in the actor's sandbox); the next
     call on the same actor answers at once."""
-    from conftest import PromptScriptedEngine
+    from scripted_engine import PromptScriptedEngine
 
     def script(prompt: str, turn: int) -> str:
         if turn == 0:
@@ -244,7 +244,7 @@ async def test_a_tool_past_its_timeout_is_stopped_and_the_trajectory_goes_on(tin
 async def test_a_runtime_failing_in_its_actor_fails_init_with_its_own_error(tiny_engine, gsm8k_answers, tmp_path):
     """A runtime that raises while starting in the actor (its source directory is missing) ends the trajectory
     ``error_init`` with the runtime's own exception, not as a lost actor: the actor is kept for the next lease."""
-    from conftest import PromptScriptedEngine
+    from scripted_engine import PromptScriptedEngine
 
     missing = tmp_path / "no-such-source"
     cfg = gsm8k_config("ray", "tasks.0.data.limit=2", "tasks.0.runtime.max_actors=1",

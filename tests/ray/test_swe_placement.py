@@ -79,7 +79,7 @@ async def eval_swe(path, placement: str, engine, registry):
 
 async def test_swe_rewards_on_ray_equal_local_placement(swe_rows, tiny_engine, plugins):
     import skyrl_swe
-    from conftest import PromptScriptedEngine
+    from scripted_engine import PromptScriptedEngine
 
     plugins.register_plugin(skyrl_swe, "skyrl_swe")
     engine = PromptScriptedEngine(tiny_engine, script)

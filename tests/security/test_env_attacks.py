@@ -157,7 +157,7 @@ async def test_an_install_step_cannot_read_the_home_canary_and_leaves_the_enviro
 
 
 def test_a_build_without_bubblewrap_refuses_rather_than_running_on_the_host(project, tmp_path, monkeypatch):
-    import skyrl_core.runtime as core_runtime
+    import skyrl_core.default_plugins.runtimes.sandbox as core_runtime
 
     monkeypatch.setattr(core_runtime, "_PROBE", {"bwrap": "bubblewrap (bwrap) is not installed (test)"})
     envs = RepoEnvironments(tmp_path / "envs")
