@@ -33,6 +33,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
+from .environments import tree_digest  # the same content hash keys the sandbox's install layers
+
 log = logging.getLogger(__name__)
 
 BASE_IMAGE = "skyrl-swe-base:bookworm"
@@ -141,26 +143,6 @@ def test_packages(data: dict) -> list[str]:
 
 def _digest(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
-
-
-def tree_digest(root: Path) -> str:
-    """A hash of a source tree's paths, modes and contents (symlinks by target), ``.git`` left out."""
-    h = hashlib.sha256()
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d != ".git")
-        for name in sorted(filenames):
-            path = Path(dirpath) / name
-            rel = path.relative_to(root).as_posix()
-            h.update(rel.encode() + b"\0")
-            if path.is_symlink():
-                h.update(b"L" + os.readlink(path).encode())
-            else:
-                h.update(b"X" if os.access(path, os.X_OK) else b"F")
-                with open(path, "rb") as fh:
-                    for block in iter(lambda: fh.read(1 << 20), b""):
-                        h.update(block)
-            h.update(b"\0")
-    return h.hexdigest()[:16]
 
 
 def _slug(text: str) -> str:
