@@ -151,23 +151,31 @@ class OpenAIEngine(Engine):
         max_new = min(sampling.max_tokens, self.max_context - len(input_ids))
         if max_new <= 0:
             return GenerationOutput([], [] if sampling.logprobs else None, "length", "")
+        return await self._tracked(len(input_ids), lambda: self._generate(list(input_ids), sampling, max_new))
+
+    async def _tracked(self, prompt_tokens: int, produce) -> GenerationOutput:
+        """Await ``produce()`` under the client's concurrency limit, keeping the load figures the dispatchers
+        read: queued while waiting for a slot (also when cancelled there), then in flight, errors counted."""
         self._http()
         self.stats.queued += 1
+        waiting = True
         try:
             async with self._sem:
                 self.stats.queued -= 1
-                self.stats.started(len(input_ids))
+                waiting = False
+                self.stats.started(prompt_tokens)
                 out = None
                 try:
-                    out = await self._generate(list(input_ids), sampling, max_new)
+                    out = await produce()
                     return out
                 except Exception:
                     self.stats.errors += 1
                     raise
                 finally:
                     self.stats.finished(len(out.output_ids) if out else 0)
-        except asyncio.CancelledError:
-            raise
+        finally:
+            if waiting:
+                self.stats.queued -= 1
 
     async def _generate(self, ids: list[int], sp: SamplingParams, max_new: int) -> GenerationOutput:
         body: dict[str, Any] = {"model": self.served_model, "max_tokens": max_new, "temperature": sp.temperature,
@@ -225,34 +233,26 @@ class OpenAIEngine(Engine):
             body["stop"] = list(sampling.stop)
         if sampling.seed is not None:
             body["seed"] = sampling.seed
-        self._http()
-        self.stats.started(0)
-        out = None
+        return await self._tracked(0, lambda: self._chat(body, sampling))
+
+    async def _chat(self, body: dict[str, Any], sampling: SamplingParams) -> GenerationOutput:
         try:
-            async with self._sem:
-                try:
-                    data = await self._post("/chat/completions", body)
-                except _Rejected as exc:
-                    raise EngineError(f"openai engine: {self.base_url}/chat/completions refused a prompt with "
-                                      f"images ({exc}); serve a vision model, or set engine.options.images: false "
-                                      f"to send the text stand-in") from None
-            choice = self._choice(data)
-            content = (choice.get("message") or {}).get("content") or ""
-            entries = (choice.get("logprobs") or {}).get("content") or []
-            as_completion = {"text": content, "finish_reason": choice.get("finish_reason"),
-                             "stop_reason": choice.get("stop_reason"), "token_ids": choice.get("token_ids"),
-                             "logprobs": {"tokens": [e.get("token") for e in entries],
-                                          "token_logprobs": [e.get("logprob") for e in entries]}}
-            if as_completion["token_ids"] is None and not entries:
-                as_completion.pop("logprobs")
-            wrapped = {"choices": [as_completion]}
-            out = self._parse_exact(wrapped, sampling) or self._parse_text(wrapped, sampling)
-            return out
-        except Exception:
-            self.stats.errors += 1
-            raise
-        finally:
-            self.stats.finished(len(out.output_ids) if out else 0)
+            data = await self._post("/chat/completions", body)
+        except _Rejected as exc:
+            raise EngineError(f"openai engine: {self.base_url}/chat/completions refused a prompt with "
+                              f"images ({exc}); serve a vision model, or set engine.options.images: false "
+                              f"to send the text stand-in") from None
+        choice = self._choice(data)
+        content = (choice.get("message") or {}).get("content") or ""
+        entries = (choice.get("logprobs") or {}).get("content") or []
+        as_completion = {"text": content, "finish_reason": choice.get("finish_reason"),
+                         "stop_reason": choice.get("stop_reason"), "token_ids": choice.get("token_ids"),
+                         "logprobs": {"tokens": [e.get("token") for e in entries],
+                                      "token_logprobs": [e.get("logprob") for e in entries]}}
+        if as_completion["token_ids"] is None and not entries:
+            as_completion.pop("logprobs")
+        wrapped = {"choices": [as_completion]}
+        return self._parse_exact(wrapped, sampling) or self._parse_text(wrapped, sampling)
 
     def _warn(self, why: str) -> None:
         if not self._warned:
