@@ -197,7 +197,9 @@ def _download(packages: list[str], dest: Path) -> None:
 def ensure_env_image(client: Any, data: dict, base_id: str | None = None) -> str:
     """The environment image of a row's repository version (built when missing); returns its tag."""
     base_id = base_id or ensure_base_image(client)
-    packages = test_packages(data)
+    # pip, setuptools and wheel too: a row's install step (`python -m pip install -e .`) runs in the offline
+    # instance build, without an index or build isolation (the instance Dockerfile sets both)
+    packages = sorted(set(test_packages(data)) | {"pip", "setuptools", "wheel"})
     tag = f"skyrl-swe-env:{_digest(base_id, *sorted(packages))}"
     if image_exists(client, tag):
         return tag
@@ -242,7 +244,8 @@ def build_instance_image(client: Any, data: dict, network: bool = False, rebuild
                  f"RUN cd /testbed && {git} init -q && {git} add -A -f . && "
                  f"{git} commit -q --no-verify -m 'base commit {data.get('base_commit') or ''}'".rstrip()]
         if install:
-            steps.append(f"RUN cd /testbed && {install}")
+            offline = "" if network else "PIP_NO_INDEX=1 PIP_NO_BUILD_ISOLATION=0 "
+            steps.append(f"RUN cd /testbed && {offline}PIP_DISABLE_PIP_VERSION_CHECK=1 {install}")
         steps.append("RUN chmod -R a+rX /testbed")
         (ctx / "Dockerfile").write_text(f"FROM {env}\n" + "\n".join(steps) + "\nWORKDIR /testbed\n")
         _build(client, ctx, tag, {LABEL: "instance", "skyrl.instance_id": data["instance_id"]}, network=network)
