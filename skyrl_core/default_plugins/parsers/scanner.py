@@ -263,14 +263,7 @@ def _scan_json(text: str, finish_reason: str) -> _Extracted:
             fence = re.match(r"\s*```", text[end:])
             if fence:
                 end_full = end + fence.end()
-        raw = text[brace:end]
-        for obj in calls:
-            try:
-                name, args = _normalize_call(obj)
-            except _CallError as exc:
-                ex.errors.append(str(exc))
-                continue
-            ex.calls.append((name, args, raw))
+        _add_calls(ex, calls, text[brace:end])
         ex.content_parts.append(_CALL_MARKERS.sub("", text[last:start]))
         last = pos = end_full
     ex.content_parts.append(text[last:])
@@ -285,7 +278,12 @@ def _parse_tag_body(body: str, raw: str, ex: _Extracted, values: list[Any] | Non
         except JSONRepairError as exc:
             ex.errors.append(f"could not read the tool call: {exc.message}")
             return
-    calls = [c for v in values for c in _expand(v)]
+    _add_calls(ex, [c for v in values for c in _expand(v)], raw)
+
+
+def _add_calls(ex: _Extracted, calls: list[Any], raw: str) -> None:
+    """Normalise each call object and add it to ``ex`` with its source text ``raw``; a malformed one becomes an
+    error message instead."""
     for obj in calls:
         try:
             name, args = _normalize_call(obj)
