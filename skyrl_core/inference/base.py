@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import time
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 import attrs
 
@@ -131,3 +131,31 @@ class Engine(abc.ABC):
 
     async def close(self) -> None:
         """Release resources (threads, servers, GPU memory). Safe to call twice."""
+
+
+async def tracked(stats: "EngineStats", slots: Any, prompt_tokens: int, produce: Callable[[], Awaitable[Any]],
+                  count: Callable[[Any], int] = lambda out: len(out.output_ids)) -> Any:
+    """Await ``produce()`` in one of the ``slots`` (an ``asyncio.Semaphore``: the engine's concurrency), keeping the
+    load figures the dispatchers read: ``stats.queued`` while waiting for a slot (also when cancelled there), then
+    in flight with ``prompt_tokens`` (tokens), finished with ``count(result)`` generated tokens; an exception is
+    counted in ``stats.errors`` and re-raised. Returns what ``produce`` returned."""
+    stats.queued += 1
+    waiting = True
+    try:
+        async with slots:
+            stats.queued -= 1
+            waiting = False
+            stats.started(prompt_tokens)
+            out = None
+            try:
+                out = await produce()
+                return out
+            except Exception:
+                stats.errors += 1
+                raise
+            finally:
+                stats.finished(count(out) if out is not None else 0)
+    finally:
+        if waiting:
+            stats.queued -= 1
+

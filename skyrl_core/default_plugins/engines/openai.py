@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from skyrl_core.errors import ConfigError, SkyrlError
-from skyrl_core.inference.base import Engine, EngineError, GenerationOutput, SamplingParams
+from skyrl_core.inference.base import Engine, EngineError, GenerationOutput, SamplingParams, tracked
 
 log = logging.getLogger(__name__)
 
@@ -151,31 +151,9 @@ class OpenAIEngine(Engine):
         max_new = min(sampling.max_tokens, self.max_context - len(input_ids))
         if max_new <= 0:
             return GenerationOutput([], [] if sampling.logprobs else None, "length", "")
-        return await self._tracked(len(input_ids), lambda: self._generate(list(input_ids), sampling, max_new))
-
-    async def _tracked(self, prompt_tokens: int, produce) -> GenerationOutput:
-        """Await ``produce()`` under the client's concurrency limit, keeping the load figures the dispatchers
-        read: queued while waiting for a slot (also when cancelled there), then in flight, errors counted."""
         self._http()
-        self.stats.queued += 1
-        waiting = True
-        try:
-            async with self._sem:
-                self.stats.queued -= 1
-                waiting = False
-                self.stats.started(prompt_tokens)
-                out = None
-                try:
-                    out = await produce()
-                    return out
-                except Exception:
-                    self.stats.errors += 1
-                    raise
-                finally:
-                    self.stats.finished(len(out.output_ids) if out else 0)
-        finally:
-            if waiting:
-                self.stats.queued -= 1
+        return await tracked(self.stats, self._sem, len(input_ids),
+                             lambda: self._generate(list(input_ids), sampling, max_new))
 
     async def _generate(self, ids: list[int], sp: SamplingParams, max_new: int) -> GenerationOutput:
         body: dict[str, Any] = {"model": self.served_model, "max_tokens": max_new, "temperature": sp.temperature,
@@ -233,7 +211,8 @@ class OpenAIEngine(Engine):
             body["stop"] = list(sampling.stop)
         if sampling.seed is not None:
             body["seed"] = sampling.seed
-        return await self._tracked(0, lambda: self._chat(body, sampling))
+        self._http()
+        return await tracked(self.stats, self._sem, 0, lambda: self._chat(body, sampling))
 
     async def _chat(self, body: dict[str, Any], sampling: SamplingParams) -> GenerationOutput:
         try:

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from skyrl_core.errors import ConfigError, MissingExtraError, SkyrlError
-from skyrl_core.inference.base import Engine, EngineError, GenerationOutput, SamplingParams
+from skyrl_core.inference.base import Engine, EngineError, GenerationOutput, SamplingParams, tracked
 from .openai import OpenAIEngine, _message, _Rejected, _save
 from .vllm_server import CPU_ENV
 
@@ -139,23 +139,19 @@ class VLLMEngine(Engine):
         except (ValueError, TypeError) as exc:
             raise SkyrlError(f"vllm engine: invalid sampling {sampling}: {exc}") from None
         prompt = [int(t) for t in input_ids]
-        self.stats.queued += 1
-        async with self._sem:
-            self.stats.queued -= 1
-            self.stats.started(len(input_ids))
+
+        async def produce():
             final = None
             try:
                 async for out in self.llm.generate(TokensPrompt(prompt_token_ids=prompt), params,
                                                    request_id=uuid.uuid4().hex):
                     final = out
-            except asyncio.CancelledError:
-                raise
             except Exception as exc:
-                self.stats.errors += 1
                 raise EngineError(f"vllm engine generate failed: {type(exc).__name__}: {exc}") from exc
-            finally:
-                n = len(final.outputs[0].token_ids) if final is not None and final.outputs else 0
-                self.stats.finished(n)
+            return final
+
+        final = await tracked(self.stats, self._sem, len(input_ids), produce,
+                              count=lambda out: len(out.outputs[0].token_ids) if out.outputs else 0)
         if final is None or not final.outputs:
             raise EngineError("vllm engine returned no output for the request")
         if final.prompt_token_ids is not None and list(final.prompt_token_ids) != prompt:
