@@ -18,36 +18,36 @@ fixtures are left out (``path`` restricts to a subtree instead). Nothing in the 
 
 from __future__ import annotations
 
+import builtins
 import math
 import re
 
 import attrs
 
 from .index import CodeIndex, Symbol
-from .search import Searcher
+from .search import Searcher, is_aux_path
 from .search_prose import MODULE_KIND, is_test_path, prose_index
 
 MAX_TEXT = 50_000  # characters of issue text read (the rest is ignored)
 RRF_K = 5
-WEIGHTS = {"frame": 1.5, "path": 0.6, "qualname": 1.0, "module": 0.5, "outline": 0.5, "name": 0.8,
-           "string": 0.5, "usage": 0.15, "fuzzy": 0.2, "bm25": 0.2, "prose": 3.0}
+WEIGHTS = {"frame": 1.5, "path": 0.6, "qualname": 1.0, "module": 0.5, "outline": 0.5, "name": 0.8, "alias": 0.8,
+           "string": 0.5, "usage": 0.15, "fuzzy": 0.2, "bm25": 0.2, "prose": 3.0,
+           "together": 0.5, "near": 0.3, "title": 3.0}
 AUX_WEIGHT = 0.3  # examples, docs, benchmarks, setup scripts: read by users, rarely where a fix goes
-_AUX_DIRS = frozenset({"examples", "example", "docs", "doc", "benchmarks", "asv_bench", "scripts"})
-
-
-def is_aux_path(path: str) -> bool:
-    """A file outside the library proper: under examples/docs/benchmarks/scripts, or setup.py/conf.py."""
-    parts = path.split("/")
-    return parts[-1] in ("setup.py", "conf.py", "noxfile.py") or any(p in _AUX_DIRS for p in parts[:-1])
 
 # -- evidence in an issue text --------------------------------------------------------------------------------
 _CODE_SPAN = re.compile(r"`{1,3}([^`]{1,2000})`{1,3}")
 _DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b")
 _IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
-_STOP = frozenset("""self cls None True False print import from return def class if else elif for while in is not and
+_STOP = frozenset("""self cls none true false print import from return def class if else elif for while in is not and
 or with as try except raise pass lambda yield assert del global nonlocal break continue async await int str float
 bool list dict set tuple object type len range isinstance super kwargs args e g i e x y np pd plt os sys re
 the this that and http https www com org github py""".split())
+# builtins asked about bare (``next(it)``, ``getattr``) are the language's, not the project's; as a method
+# (``qs.all``) they stay
+_BUILTINS = frozenset(n for n in dir(builtins) if n.islower() and not n.startswith("_"))
+_TRACEBACK_NOISE = re.compile(r"Traceback \(most recent call last\):|(?<=```)[A-Za-z0-9_+-]{1,20}(?=\s)|"
+                              r"File \"[^\"\n]{1,400}\", line \d{1,7}, in [\w<>]{1,200}")
 _FRAME = re.compile(r"File \"(?P<path>[^\"\n]{1,400}?\.py)\", line (?P<line>\d{1,7}), in (?P<func>[\w<>]{1,200})")
 _PATH = re.compile(r"(?<![\w/.-])(?P<path>(?:[\w.-]{1,100}/){1,12}[\w.-]{1,100}\.py)\b")
 _QUOTED_LIT = re.compile(r"(?<![\w\\])(['\"])(?P<body>[^'\"\n]{3,80})\1")
@@ -65,7 +65,8 @@ def identifiers(text: str, limit: int = 10) -> list[str]:
     """Code identifiers from an issue text, in order of first appearance: everything inside backticks, plus
     dotted, snake_case and CamelCase names and names followed by ``(`` elsewhere; stop words and builtins
     dropped; a dotted name ``a.b.c`` also yields ``c`` later. At most ``limit``."""
-    text = text[:MAX_TEXT]
+    # the traceback header and frame lines are read by :func:`frames`; a code fence's language tag is no name
+    text = _TRACEBACK_NOISE.sub(" ", text[:MAX_TEXT])
     found: list[tuple[int, str]] = []
     for m in _CODE_SPAN.finditer(text):
         for tok in _DOTTED.findall(m.group(1)) + _IDENT.findall(m.group(1)):
@@ -81,7 +82,8 @@ def identifiers(text: str, limit: int = 10) -> list[str]:
     out: list[str] = []
     for _pos, tok in sorted(found, key=lambda p: p[0]):
         tok = tok.strip(".")
-        if len(tok) < 3 or tok.lower() in _STOP or tok.isdigit():
+        if (len(tok) < 3 or tok.lower() in _STOP or tok in _BUILTINS or not re.search(r"[A-Za-z]", tok)
+                or re.fullmatch(r"(?:[A-Za-z]\.)+[A-Za-z]?", tok)):  # 3, ____, e.g, i.e
             continue
         if tok not in out:
             out.append(tok)
@@ -189,6 +191,7 @@ def localize(index: CodeIndex, text: str, max_queries: int = 10, path: str | Non
         if where is not None and scope_ok(where):
             fusion.add("path", WEIGHTS["path"], [], [where])
     queries = identifiers(text, max_queries)
+    title = next((line for line in text[:MAX_TEXT].splitlines() if line.strip()), "")
     for q in queries + strings(text):
         out = searcher.search(q, max_results=10, path=path, refresh=False)
         syms = [s for s in (_symbol(index, ref) for ref in out.refs) if s is not None and scope_ok(s.path)]
@@ -196,9 +199,23 @@ def localize(index: CodeIndex, text: str, max_queries: int = 10, path: str | Non
         if not files:
             continue
         weight = WEIGHTS.get(out.mode, 0.2)
-        if out.mode in ("name", "string", "usage", "fuzzy") and out.total > 1:
+        if out.mode == "fuzzy" and syms:
+            # PersonName3 -> PersonName (ratio 95) is nearly a name match; a ratio-80 neighbour is a guess
+            from rapidfuzz import fuzz
+
+            closeness = fuzz.ratio(q.rsplit(".", 1)[-1].lower(), syms[0].name.lower())
+            weight = WEIGHTS["fuzzy"] + (WEIGHTS["name"] - WEIGHTS["fuzzy"]) * max(0.0, closeness - 80) / 20
+        if q in title:  # the issue's title names what it is about
+            weight *= WEIGHTS["title"]
+        if out.mode in ("name", "string", "usage", "fuzzy", "alias") and out.total > 1:
             weight *= max(0.25, min(1.0, 2 / math.sqrt(out.total)))  # a name defined everywhere says little
         fusion.add(f"{out.mode}:{q}", weight, syms, files)
+        if out.more:  # what a precise answer calls and is used by, and the matches it did not show
+            more = [s for s in (_symbol(index, ref) for ref in out.more) if s is not None and scope_ok(s.path)]
+            fusion.add(f"near:{q}", weight * WEIGHTS["near"], more, [s.path for s in more])
+    co = _cooccurrence(index, queries, scope_ok)
+    if co:
+        fusion.add("names together", WEIGHTS["together"], [], co)
     hits = [h for h in prose_index(index).rank(text[:MAX_TEXT], 100, keep=lambda s: scope_ok(s.path))]
     # a file's prose score: its best documents, decaying (1, 1/2, 1/4), so one lucky definition does not
     # outrank a file where several match
@@ -213,6 +230,28 @@ def localize(index: CodeIndex, text: str, max_queries: int = 10, path: str | Non
     syms = sorted(((s, v + 0.25 * fscore.get(s.path, 0.0)) for s, v in fusion.syms.items()),
                   key=lambda kv: (-kv[1], kv[0].path, kv[0].start))
     return Localization(files=files, functions=syms, evidence=fusion.evidence, queries=queries)
+
+
+def _cooccurrence(index: CodeIndex, queries: list[str], keep, top: int = 30) -> list[str]:
+    """Files holding several of the issue's identifiers (the last part of a dotted one) as words, ranked by
+    the summed inverse document frequency ``log(N / df)`` of those present — grep's evidence, with rare names
+    counting more than common ones. Files need at least two of them."""
+    from .search_prose import file_words
+
+    names = list(dict.fromkeys(q.rsplit(".", 1)[-1] for q in queries))
+    if len(names) < 2:
+        return []
+    words = {path: file_words(entry) for path, entry in index.files.items() if keep(path)}
+    n = max(1, len(words))
+    df = {name: sum(name in w for w in words.values()) for name in names}
+    idf = {name: math.log(n / df[name]) for name in names if df[name]}
+    scored = []
+    for path, w in words.items():
+        present = [name for name in idf if name in w]
+        if len(present) >= 2:
+            scored.append((sum(idf[name] for name in present), path))
+    scored.sort(key=lambda sp: (-sp[0], sp[1]))
+    return [path for _score, path in scored[:top]]
 
 
 def _symbol(index: CodeIndex, ref: str) -> Symbol | None:

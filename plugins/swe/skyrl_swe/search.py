@@ -54,6 +54,8 @@ _IDENT = re.compile(r"^[A-Za-z_]\w*$")
 _QUOTED = re.compile(r"^(?P<q>['\"])(?P<body>.+)(?P=q)$", re.DOTALL)
 _MESSAGE_ID = re.compile(r"^(?:[a-z_]+\.)?[A-Z]{1,4}\d{2,5}$")
 _KEY = re.compile(r"^-{0,2}[A-Za-z_][\w]*(?:-[\w]+)+$")
+_CONSTANT = re.compile(r"^[A-Z][A-Z0-9_]+$")  # TEST, SQLITE_MAX, E501 is a message id (caught before)
+_CONTEXT_STOP = frozenset({"self", "cls", "objects", "obj", "instance"})
 FUZZY_FLOOR = 80  # rapidfuzz ratio (0-100) a name must reach to be offered as a close match
 FUZZY_MIN_LEN = 3  # shorter definition names are never offered as fuzzy matches
 
@@ -66,13 +68,29 @@ class SearchOutput:
     mode: str
     refs: list[str] = attrs.Factory(list)
     total: int = 0  # how many definitions matched before truncation (0 when not counted)
+    more: list[str] = attrs.Factory(list)  # the refs named (not shown) in the answer's "[N more: ...]" line
 
 
 _is_test_path = is_test_path  # the name the benchmark and older callers import
 
 
+_AUX_DIRS = frozenset({"examples", "example", "docs", "doc", "benchmarks", "asv_bench", "scripts"})
+
+
+def is_aux_path(path: str) -> bool:
+    """A file outside the library proper: under examples/docs/benchmarks/scripts, or setup.py/conf.py."""
+    parts = path.split("/")
+    return parts[-1] in ("setup.py", "conf.py", "noxfile.py") or any(p in _AUX_DIRS for p in parts[:-1])
+
+
+def _place(path: str) -> int:
+    """Where a file ranks among equals: 0 library source, 1 examples/docs/benchmarks/scripts/setup files
+    (:func:`is_aux_path`), 2 tests and fixtures."""
+    return 2 if is_test_path(path) else 1 if is_aux_path(path) else 0
+
+
 def _rank_key(sym: Symbol) -> tuple:
-    return (_is_test_path(sym.path), KIND_ORDER.get(sym.kind, 3), sym.path.count("/"), sym.path, sym.start)
+    return (_place(sym.path), KIND_ORDER.get(sym.kind, 3), sym.path.count("/"), sym.path, sym.start)
 
 
 class Searcher:
@@ -179,10 +197,66 @@ class Searcher:
         if len(syms) > len(shown):
             rest = ", ".join(s.ref for s in syms[len(shown): len(shown) + 10])
             parts.append(f"[{len(syms) - len(shown)} more: {rest}{' ...' if len(syms) > len(shown) + 10 else ''}]")
+        callees: list[Symbol] = []
+        if len(syms) <= 2:  # a precise answer: where its code leads is the next thing to read
+            for sym in shown:
+                callees += [c for c in self._callees(sym) if c not in callees and c not in shown]
+            if callees:
+                parts.append("Calls into: " + ", ".join(f"{c.qualname} ({c.path}:{c.start})" for c in callees[:8]))
+            users: list[Symbol] = []
+            for sym in shown:
+                users += [u for u in self._users(sym) if u not in users and u not in shown and u not in callees]
+            if users:
+                parts.append("Used by: " + ", ".join(f"{u.qualname} ({u.path}:{u.start})" for u in users[:8]))
+            callees = callees[:8] + users[:8]
         if hint is None:
             hint = self._hint(shown, syms, skeletons)
         parts.append("Hint: " + hint)
-        return SearchOutput("\n\n".join(parts), mode, [s.ref for s in shown], total=len(syms))
+        return SearchOutput("\n\n".join(parts), mode, [s.ref for s in shown], total=len(syms),
+                            more=[c.ref for c in callees] + [s.ref for s in syms[len(shown): len(shown) + 10]])
+
+    def _users(self, sym: Symbol, limit: int = 8) -> list[Symbol]:
+        """The source definitions (tests and aux files left out) whose code names ``sym`` as a word, most uses
+        first, ``sym`` and its own members excluded; files pre-filtered by their identifier sets."""
+        key = sym.name.encode()
+        hits: dict[Symbol, int] = {}
+        for path, entry in self.index.files.items():
+            if _place(path) != 0 or not self._in_scope(path) or sym.name not in file_words(entry):
+                continue
+            data, start = entry.data, 0
+            while (pos := data.find(key, start)) >= 0:
+                start = pos + len(key)
+                before = data[pos - 1: pos] if pos else b" "
+                after = data[start: start + 1] or b" "
+                if before.isalnum() or before == b"_" or after.isalnum() or after == b"_":
+                    continue
+                line = data.count(b"\n", 0, pos) + 1
+                user = entry.enclosing(line)
+                if user is None or (user.path == sym.path and sym.start <= user.start <= sym.end):
+                    continue
+                hits[user] = hits.get(user, 0) + 1
+        return sorted(hits, key=lambda u: (-hits[u], u.path, u.start))[:limit]
+
+    def _callees(self, sym: Symbol, limit: int = 8) -> list[Symbol]:
+        """The project's definitions that ``sym``'s body calls, in call order: names defined at most 3 times
+        outside tests (a name defined everywhere says nothing), not ``sym`` itself."""
+        if sym.kind not in ("function", "method"):
+            return []
+        entry = self.index.files.get(sym.path)
+        if entry is None:
+            return []
+        table = self.index.by_name()
+        out: list[Symbol] = []
+        for called, line in entry.calls:
+            if not (sym.start <= line <= sym.end) or called == sym.name:
+                continue
+            defs = [d for d in table.get(called.rsplit(".", 1)[-1], []) if _place(d.path) == 0 and self._in_scope(d.path)]
+            if 0 < len(defs) <= 3:
+                defs.sort(key=lambda d: (d.path != sym.path,) + _rank_key(d))
+                out += [d for d in defs if d not in out and d != sym]
+            if len(out) >= limit:
+                break
+        return out[:limit]
 
     def _hint(self, shown: list[Symbol], syms: list[Symbol], skeletons: list[Symbol]) -> str:
         if skeletons and skeletons[0].kind == MODULE_KIND:
@@ -204,19 +278,33 @@ class Searcher:
         return "try `text:<words>` for a substring search."
 
     # -- query forms -------------------------------------------------------------------------------------------
-    def _by_name(self, name: str, kinds: set[str] | None = None) -> SearchOutput:
+    def _by_name(self, name: str, kinds: set[str] | None = None, context: list[str] = ()) -> SearchOutput:
+        """Definitions named ``name``; ``context`` (lower-case words of a dotted prefix) ranks definitions whose
+        qualified name or path contains more of them first, among files of the same place."""
         table = self.index.by_name()
         exact = [s for s in table.get(name, []) if self._in_scope(s.path) and (not kinds or s.kind in kinds)
                  and (not self.kind or s.kind == self.kind)]
         what = "/".join(sorted(kinds)) if kinds else "definition"
+
+        def near(sym: Symbol) -> int:
+            where = sym.ref.lower()
+            return -sum(w in where for w in context)
+
         if exact:
-            exact.sort(key=_rank_key)
+            exact.sort(key=lambda s: (_place(s.path), near(s)) + _rank_key(s))
             return self._results(exact, "name", f"{len(exact)} {what}(s) named '{name}':")
         module = module_table(self.index).get(name) if not kinds and not self.kind else None
+        assigned = self._assigned(name, context) if not kinds and not self.kind else None
+        if assigned is not None and (module is None or _place(assigned.refs[0].partition(":")[0]) < _place(module)):
+            return assigned
         if module is not None and self._in_scope(module):
-            out = self._outline(module)
-            return SearchOutput(f"No definition named '{name}'; module {name} is {module}:\n" + out.text, "module",
-                                out.refs)
+            if not (is_test_path(module) and not self._tests_in_scope()):
+                return self._module_answer(name, module)
+            # a test package named like the word (tests/ordering/) says less than where the library uses it
+            used = self._usage(name, []) if name not in self.index.by_name() else None
+            if used is not None and _place(used.refs[0].partition(":")[0]) < 2:
+                return used
+            return self._module_answer(name, module)
         from rapidfuzz import fuzz, process
 
         if not kinds and not self.scope and not self.kind:
@@ -226,6 +314,14 @@ class Searcher:
                      if any(self._in_scope(s.path) and (not kinds or s.kind in kinds) for s in syms)]
             lowered_names = [n.lower() for n in names]
         lowered = name.lower()
+        if _CONSTANT.match(name) and not kinds:
+            # an upper-case word is a constant, setting or SQL keyword (TEST, MIGRATE, SELECT): where it occurs
+            # says something; 'test' or 'select' definitions that match it case-insensitively do not
+            used = self._usage(name, [])
+            if used is not None:
+                return used
+            return SearchOutput(f"No definition named '{name}' and it occurs nowhere as a word.\n\nHint: "
+                                f"`text:{name}` searches substrings case-insensitively.", "none")
         exact_ci = [n for n, low in zip(names, lowered_names) if low == lowered]
         # plain edit-distance ratio, not WRatio: WRatio's partial matching scores a 1-2 character name inside
         # the query high, so every miss used to come back with confident noise
@@ -246,7 +342,7 @@ class Searcher:
                      and (not self.kind or s.kind == self.kind)]
         # case-insensitive exact names first, then by closeness; source before tests across every candidate
         order = {cand: i for i, cand in enumerate(candidates)}
-        syms.sort(key=lambda s: (is_test_path(s.path), order[s.name], _rank_key(s)))
+        syms.sort(key=lambda s: (_place(s.path), order[s.name], near(s), _rank_key(s)))
         if not syms:
             return SearchOutput(f"No {what} named '{name}' and no close match (no name of {floor_len}+ characters "
                                 f"reaches {FUZZY_FLOOR}/100 similarity).\n\nHint: `text:{name}` searches file "
@@ -285,6 +381,62 @@ class Searcher:
                                 f"outline, or `{qual.rsplit('.', 1)[-1]}` to look in every file.", "path")
         return self._results(syms, "path", f"{path}:{qual}:")
 
+    def _assigned(self, name: str, context: list[str] = ()) -> SearchOutput | None:
+        """A name bound by a module-level assignment (``pprint = pretty_print``, ``Matrix = MutableDenseMatrix``,
+        ``DEFAULT_DB_ALIAS = "default"``): the assigned value's definition when it is a name defined in the
+        project (one hop), then the assignment lines; None when no indexed file assigns it at module level.
+        Files are pre-filtered by their identifier sets; the pattern is anchored and bounded."""
+        pattern = re.compile(rb"^(?:[A-Za-z_]\w{0,200}[ \t]*=[ \t]*){0,8}" + re.escape(name.encode()) +
+                             rb"[ \t]*(?::[^=\n]{0,200})?=(?!=)[ \t]*(?P<value>[^\n]{0,300})", re.MULTILINE)
+        sites: list[tuple[str, int, str]] = []
+        for path, entry in self.index.files.items():
+            if not self._in_scope(path) or name not in file_words(entry):
+                continue
+            for m in pattern.finditer(entry.data):
+                sites.append((path, entry.data.count(b"\n", 0, m.start()) + 1,
+                              m.group(0).decode("utf-8", "replace").strip()))
+        if not sites:
+            return None
+        sites.sort(key=lambda site: (_place(site[0]), site[0].count("/"), site[0], site[1]))
+        table = self.index.by_name()
+        targets: list[Symbol] = []
+        for path, _line, text in sites[:5]:
+            value = text.rsplit("=", 1)[-1].strip()
+            if _IDENT.match(value) and value != name:
+                found = [s for s in table.get(value, []) if self._in_scope(s.path)]
+                found.sort(key=lambda s: (s.path != path, _place(s.path)) + _rank_key(s))
+                targets += [s for s in found[:3] if s not in targets]
+        listing = [f"{p}:{n}:  {t[:160]}" for p, n, t in sites[:10]]
+        more = f"\n[{len(sites) - 10} more]" if len(sites) > 10 else ""
+        text = (f"No def or class named '{name}'; it is assigned at module level in {len(sites)} place(s):\n" +
+                "\n".join(listing) + more)
+        refs = [f"{p}:{n}" for p, n, _t in sites[:10]]
+        if targets:
+            shown = self._results(targets, "alias", text + f"\n\nThe assigned value's definition:")
+            return attrs.evolve(shown, refs=[s.ref for s in targets[: self.max_results]] + refs, total=len(sites))
+        first = sites[0]
+        return SearchOutput(text + f"\n\nHint: view {first[0]} around line {first[1]}, or `calls:{name}` for "
+                            f"its call sites.", "alias", refs, total=len(sites))
+
+    def _tests_in_scope(self) -> bool:
+        return bool(self.scope) and is_test_path(self.scope + ("/x.py" if not self.scope.endswith(".py") else ""))
+
+    def _module_answer(self, name: str, module: str) -> SearchOutput:
+        out = self._outline(module)
+        return SearchOutput(f"No definition named '{name}'; module {name} is {module}:\n" + out.text, "module",
+                            out.refs, total=out.total)
+
+    def _package_files(self, init: str) -> list[str]:
+        """The modules directly in the package of ``init`` (its ``__init__.py``) and its subpackages'
+        ``__init__.py``, source before tests, alphabetical."""
+        base = init[: -len("__init__.py")]
+        out = []
+        for p in self.index.files:
+            rest = p[len(base):] if p.startswith(base) and p != init else None
+            if rest and (rest.count("/") == 0 or (rest.count("/") == 1 and rest.endswith("/__init__.py"))):
+                out.append(p)
+        return sorted(out, key=lambda p: (_place(p), p))
+
     def _outline(self, path: str) -> SearchOutput:
         entry = self.index.files[path]
         rows = [f"## {path} ({entry.n_lines} lines{', has syntax errors: partial parse' if entry.has_error else ''})"]
@@ -295,7 +447,19 @@ class Searcher:
         first = next((s for s in entry.symbols), None)
         hint = (f"search `{path}:{first.qualname}` for one definition's code." if first else
                 "this file defines no classes or functions; view it with str_replace_editor.")
-        return SearchOutput("\n".join(rows) + "\n\nHint: " + hint, "outline", [path])
+        refs = [path]
+        if path.endswith("__init__.py"):
+            members = self._package_files(path)
+            if members:
+                rows.append(f"package {path[: -len('/__init__.py')] or '.'} holds {len(members)} module(s):")
+                rows += [f"  {m}  ({len(self.index.files[m].symbols)} definitions)" for m in members[:40]]
+                if len(members) > 40:
+                    rows.append(f"  [{len(members) - 40} more]")
+                # an __init__ that defines nothing is a directory listing: its modules are the answer
+                refs = (refs + members) if entry.symbols else (members + refs)
+                if not first:
+                    hint = f"search `{members[0]}` for a module's outline."
+        return SearchOutput("\n".join(rows) + "\n\nHint: " + hint, "outline", refs, total=len(refs))
 
     def _dotted(self, query: str) -> SearchOutput:
         """``pkg.mod.Class.method``: every module/attribute split, imports and re-exports followed
@@ -304,16 +468,21 @@ class Searcher:
         found = resolve(self.index, query)
         if found.module is not None and self._in_scope(found.module):
             out = self._outline(found.module)
-            return SearchOutput(f"{found.how}:\n" + out.text, "module", out.refs)
+            return SearchOutput(f"{found.how}:\n" + out.text, "module", out.refs, total=out.total)
         syms = [s for s in found.symbols if self._in_scope(s.path) and (not self.kind or s.kind == self.kind)]
         if syms:
             return self._results(syms, "qualname", f"{query} resolves to {found.how}:")
         matches = [s for s in self._symbols() if s.qualname == query or s.qualname.endswith("." + query)]
+        if not matches:  # QuerySet.Delete as a user wrote it
+            low = query.lower()
+            matches = [s for s in self._symbols() if s.qualname.lower() == low or s.qualname.lower().endswith("." + low)]
         if matches:
             matches.sort(key=_rank_key)
             return self._results(matches, "qualname", f"{len(matches)} definition(s) of '{query}':")
         last = query.rsplit(".", 1)[-1]
-        fallback = self._by_name(last)
+        # the prefix still says where to look: self.cursor.execute prefers CursorWrapper.execute
+        context = [w for w in query.lower().split(".")[:-1] if len(w) >= 3 and w not in _CONTEXT_STOP]
+        fallback = self._by_name(last, context=context)
         if fallback.mode == "none":
             text = self._string(query)
             if text.mode == "string":
@@ -496,7 +665,7 @@ class Searcher:
                     n_lines += 1
         if not hits:
             return None
-        syms = sorted(hits, key=lambda s: (is_test_path(s.path), -hits[s], s.kind == MODULE_KIND, s.path, s.start))
+        syms = sorted(hits, key=lambda s: (_place(s.path), -hits[s], s.kind == MODULE_KIND, s.path, s.start))
         near = f" (closest names: {', '.join(close)})" if close else ""
         return self._results(syms, "usage", f"No definition named '{word}'{near}; it is used {n_lines} time(s) in "
                              f"{len(syms)} definition(s) or module(s):",
@@ -516,7 +685,7 @@ class Searcher:
             if self.kind and sym.kind != self.kind:
                 continue
             hits[sym] = hits.get(sym, 0) + 1
-        syms = sorted(hits, key=lambda s: (is_test_path(s.path), -hits[s], s.kind == MODULE_KIND, s.path, s.start))
+        syms = sorted(hits, key=lambda s: (_place(s.path), -hits[s], s.kind == MODULE_KIND, s.path, s.start))
         if not syms:
             return self._text(needle)
         out = self._results(syms, "string", f"'{needle}' occurs {len(rows)}{'+' if len(rows) > 500 else ''} "
