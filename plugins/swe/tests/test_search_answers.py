@@ -1,0 +1,103 @@
+"""What one ``search`` answer carries (#24): module-level assignments, package listings, upper-case words,
+test packages yielding to library usage, dotted prefixes ranking the fallback, the callees and users of a precise
+answer, identifier hygiene and localize's co-occurrence evidence — on a small project written here, with attack
+tests for hostile files against the assignment scan."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from skyrl_swe.index import CodeIndex
+from skyrl_swe.localize import identifiers, localize
+from skyrl_swe.search import Searcher
+
+FILES = {
+    "lib/__init__.py": "",
+    "lib/core.py": ("def pretty_print(x):\n    return helper(x)\n\n\ndef helper(x):\n    return str(x)\n\n\n"
+                    "pprint = pretty_print\nDEFAULT_LIMIT = 10\n\n\ndef uses_limit(n):\n"
+                    "    return min(n, DEFAULT_LIMIT)\n"),
+    "lib/cursor.py": "class CursorWrapper:\n    def execute(self, sql):\n        return sql\n",
+    "lib/admin.py": "class Command:\n    def execute(self):\n        return pretty_print(1)\n",
+    "lib/db/__init__.py": "",
+    "lib/db/base.py": "def test(x):\n    return x\n",
+    "lib/db/creation.py": "def create_test_db(settings):\n    return settings['TEST'] or settings['TEST']\n",
+    "lib/query.py": "def get_ordering(model):\n    return model.ordering\n",
+    "tests/ordering/__init__.py": "",
+    "tests/ordering/test_it.py": "def test_ordering():\n    ordering = 1\n    return ordering\n",
+    "docs/conf.py": "def execute():\n    pass\n",
+}
+
+
+@pytest.fixture
+def searcher(tmp_path) -> Searcher:
+    for rel, text in FILES.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    return Searcher(CodeIndex(tmp_path))
+
+
+def test_module_level_assignments_resolve_to_the_assigned_definition(searcher):
+    alias = searcher.search("pprint")
+    assert alias.mode == "alias" and alias.refs[0] == "lib/core.py:pretty_print"
+    assert "lib/core.py:9:  pprint = pretty_print" in alias.text
+    constant = searcher.search("DEFAULT_LIMIT")  # a constant: where it is assigned, not a 'default_limit' guess
+    assert constant.mode == "alias" and constant.refs == ["lib/core.py:10"]
+
+
+def test_a_package_lists_its_modules(searcher):
+    out = searcher.search("db")
+    assert out.mode == "module" and out.refs[:2] == ["lib/db/base.py", "lib/db/creation.py"]
+    assert "holds 2 module(s)" in out.text and out.total == 3
+
+
+def test_upper_case_words_search_usages_not_case_insensitive_names(searcher):
+    out = searcher.search("TEST")  # 'def test' in lib/db/base.py matches case-insensitively; it is not the point
+    assert out.mode == "usage" and out.refs == ["lib/db/creation.py:create_test_db"]
+
+
+def test_a_test_package_yields_to_library_usage(searcher):
+    out = searcher.search("ordering")
+    assert out.mode == "usage" and out.refs[0] == "lib/query.py:get_ordering"
+    assert searcher.search("ordering", path="tests").mode == "module"  # still reachable inside the test tree
+
+
+def test_a_dotted_prefix_ranks_the_fallback_and_aux_files_come_last(searcher):
+    plain = searcher.search("execute")
+    assert plain.refs == ["lib/admin.py:Command.execute", "lib/cursor.py:CursorWrapper.execute", "docs/conf.py:execute"]
+    dotted = searcher.search("self.cursor.execute")
+    assert dotted.refs[0] == "lib/cursor.py:CursorWrapper.execute" and "does not resolve" in dotted.text
+
+
+def test_a_precise_answer_names_its_callees_and_users(searcher):
+    out = searcher.search("pretty_print")
+    assert "Calls into: helper (lib/core.py:5)" in out.text and "Used by: Command.execute (lib/admin.py:2)" in out.text
+    assert out.more[:2] == ["lib/core.py:helper", "lib/admin.py:Command.execute"]
+
+
+def test_identifiers_drop_builtins_tracebacks_and_fences():
+    text = ("Make PersonName3 iterable, e.g. `next(it)`\nTraceback (most recent call last):\n"
+            '  File "/x/app.py", line 3, in <module>\n```python\nvalue = True\nnext(iter(ds.PatientName))\n```\n'
+            "____ art ____")
+    ids = identifiers(text)
+    assert ids[0] == "PersonName3" and "ds.PatientName" in ids and "PatientName" in ids
+    assert not {"Traceback", "most", "recent", "python", "next", "iter", "True", "e.g", "____", "app"} & set(ids)
+
+
+def test_localize_adds_files_holding_the_issue_names_together(searcher):
+    loc = localize(searcher.index, "CursorWrapper breaks when helper runs and `uses_limit` is called with DEFAULT_LIMIT")
+    assert loc.files[0][0] == "lib/core.py" and "names together" in loc.evidence["lib/core.py"]
+
+
+def test_attack_hostile_assignment_chains_stay_bounded(searcher, tmp_path):
+    """An agent-written 1.5 MB module of endless ``a = a = ...`` chains and self-assignments: the anchored,
+    bounded assignment scan answers in seconds and never follows ``pprint = pprint`` around."""
+    hostile = tmp_path / "lib" / "evil.py"
+    hostile.write_text(("a = " * 40 + "pprint\n") * 8000 + "pprint = pprint\n" + "x = " * 100_000 + "\n")
+    started = time.monotonic()
+    out = searcher.search("pprint")
+    assert time.monotonic() - started < 20
+    assert out.mode == "alias" and out.refs[0] == "lib/core.py:pretty_print"
+    assert any(ref.startswith("lib/evil.py:") for ref in out.refs)
