@@ -25,7 +25,8 @@ import re
 import attrs
 
 from .index import CodeIndex, Symbol
-from .search import Searcher, is_aux_path
+from .search import Searcher
+from .search_related import is_aux_path
 from .search_prose import MODULE_KIND, is_test_path, prose_index
 
 MAX_TEXT = 50_000  # characters of issue text read (the rest is ignored)

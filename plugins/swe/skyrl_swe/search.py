@@ -9,14 +9,20 @@ Query forms (one string; the first that applies wins):
 - ``subclass:Y`` — classes deriving from Y; ``calls:Z`` — call sites of Z; ``text:some words`` — substring;
 - a quoted literal (``"max_age"``), a hyphenated option or config key, a message id (``E1101``) — content search,
   hits grouped by their enclosing definitions;
-- a bare identifier — definitions with that name; else the module of that name; else, for a name the code uses
-  but never defines, the definitions that use it as a word; else names within :data:`FUZZY_FLOOR` (rapidfuzz
-  ratio, names of :data:`FUZZY_MIN_LEN`+ characters); else "no close match" and a ``text:`` hint;
+- a bare identifier — definitions with that name; else a module-level assignment of it (``pprint =
+  pretty_print``: the assigned definition, one hop); else the module of that name (a package lists its modules;
+  a test package only when no library code uses the word); else, for a name the code uses but never defines, the
+  definitions that use it as a word; else names within :data:`FUZZY_FLOOR` (rapidfuzz ratio, names of
+  :data:`FUZZY_MIN_LEN`+ characters); else "no close match" and a ``text:`` hint. An UPPER_CASE word (a
+  constant, setting key or SQL keyword) goes from the exact name straight to its uses;
+- an answer with one or two definitions also names what they call and what uses them (``Calls into:``,
+  ``Used by:``; those refs are in :attr:`SearchOutput.more` with the ``[N more]`` ones);
 - a dotted name resolves through every module/attribute split and through re-exports
   (:mod:`skyrl_swe.search_resolve`), then falls back to a plain name search with the reason shown;
 - anything else (several words, prose) — fielded BM25 over modules and definitions (:mod:`skyrl_swe.search_prose`).
 
-Test and fixture files rank after source in every form; ``path`` into a test tree still reaches them.
+Test and fixture files rank after source in every form, examples/docs/benchmarks/scripts between the two;
+``path`` into a test tree still reaches them.
 
 Results show the code with line numbers, or a skeleton (signature, docstring, member signatures with line
 ranges) when a body is longer than ``max_lines``; the output ends with a hint for a more precise next query.
@@ -38,6 +44,9 @@ from .runtime import workspace_for_tool
 
 from .index import CodeIndex, Symbol, code_tokens
 from .search_prose import MODULE_KIND, file_words, is_test_path, module_symbol, prose_index
+from .search_related import assignment_sites, place
+from .search_related import callees as callees_of
+from .search_related import users as users_of
 from .search_resolve import module_table, resolve
 
 DEFAULT_RESULTS = 5
@@ -74,23 +83,8 @@ class SearchOutput:
 _is_test_path = is_test_path  # the name the benchmark and older callers import
 
 
-_AUX_DIRS = frozenset({"examples", "example", "docs", "doc", "benchmarks", "asv_bench", "scripts"})
-
-
-def is_aux_path(path: str) -> bool:
-    """A file outside the library proper: under examples/docs/benchmarks/scripts, or setup.py/conf.py."""
-    parts = path.split("/")
-    return parts[-1] in ("setup.py", "conf.py", "noxfile.py") or any(p in _AUX_DIRS for p in parts[:-1])
-
-
-def _place(path: str) -> int:
-    """Where a file ranks among equals: 0 library source, 1 examples/docs/benchmarks/scripts/setup files
-    (:func:`is_aux_path`), 2 tests and fixtures."""
-    return 2 if is_test_path(path) else 1 if is_aux_path(path) else 0
-
-
 def _rank_key(sym: Symbol) -> tuple:
-    return (_place(sym.path), KIND_ORDER.get(sym.kind, 3), sym.path.count("/"), sym.path, sym.start)
+    return (place(sym.path), KIND_ORDER.get(sym.kind, 3), sym.path.count("/"), sym.path, sym.start)
 
 
 class Searcher:
@@ -200,12 +194,12 @@ class Searcher:
         callees: list[Symbol] = []
         if len(syms) <= 2:  # a precise answer: where its code leads is the next thing to read
             for sym in shown:
-                callees += [c for c in self._callees(sym) if c not in callees and c not in shown]
+                callees += [c for c in callees_of(self.index, sym, self._in_scope) if c not in callees and c not in shown]
             if callees:
                 parts.append("Calls into: " + ", ".join(f"{c.qualname} ({c.path}:{c.start})" for c in callees[:8]))
             users: list[Symbol] = []
             for sym in shown:
-                users += [u for u in self._users(sym) if u not in users and u not in shown and u not in callees]
+                users += [u for u in users_of(self.index, sym, self._in_scope) if u not in users and u not in shown and u not in callees]
             if users:
                 parts.append("Used by: " + ", ".join(f"{u.qualname} ({u.path}:{u.start})" for u in users[:8]))
             callees = callees[:8] + users[:8]
@@ -214,49 +208,6 @@ class Searcher:
         parts.append("Hint: " + hint)
         return SearchOutput("\n\n".join(parts), mode, [s.ref for s in shown], total=len(syms),
                             more=[c.ref for c in callees] + [s.ref for s in syms[len(shown): len(shown) + 10]])
-
-    def _users(self, sym: Symbol, limit: int = 8) -> list[Symbol]:
-        """The source definitions (tests and aux files left out) whose code names ``sym`` as a word, most uses
-        first, ``sym`` and its own members excluded; files pre-filtered by their identifier sets."""
-        key = sym.name.encode()
-        hits: dict[Symbol, int] = {}
-        for path, entry in self.index.files.items():
-            if _place(path) != 0 or not self._in_scope(path) or sym.name not in file_words(entry):
-                continue
-            data, start = entry.data, 0
-            while (pos := data.find(key, start)) >= 0:
-                start = pos + len(key)
-                before = data[pos - 1: pos] if pos else b" "
-                after = data[start: start + 1] or b" "
-                if before.isalnum() or before == b"_" or after.isalnum() or after == b"_":
-                    continue
-                line = data.count(b"\n", 0, pos) + 1
-                user = entry.enclosing(line)
-                if user is None or (user.path == sym.path and sym.start <= user.start <= sym.end):
-                    continue
-                hits[user] = hits.get(user, 0) + 1
-        return sorted(hits, key=lambda u: (-hits[u], u.path, u.start))[:limit]
-
-    def _callees(self, sym: Symbol, limit: int = 8) -> list[Symbol]:
-        """The project's definitions that ``sym``'s body calls, in call order: names defined at most 3 times
-        outside tests (a name defined everywhere says nothing), not ``sym`` itself."""
-        if sym.kind not in ("function", "method"):
-            return []
-        entry = self.index.files.get(sym.path)
-        if entry is None:
-            return []
-        table = self.index.by_name()
-        out: list[Symbol] = []
-        for called, line in entry.calls:
-            if not (sym.start <= line <= sym.end) or called == sym.name:
-                continue
-            defs = [d for d in table.get(called.rsplit(".", 1)[-1], []) if _place(d.path) == 0 and self._in_scope(d.path)]
-            if 0 < len(defs) <= 3:
-                defs.sort(key=lambda d: (d.path != sym.path,) + _rank_key(d))
-                out += [d for d in defs if d not in out and d != sym]
-            if len(out) >= limit:
-                break
-        return out[:limit]
 
     def _hint(self, shown: list[Symbol], syms: list[Symbol], skeletons: list[Symbol]) -> str:
         if skeletons and skeletons[0].kind == MODULE_KIND:
@@ -291,18 +242,18 @@ class Searcher:
             return -sum(w in where for w in context)
 
         if exact:
-            exact.sort(key=lambda s: (_place(s.path), near(s)) + _rank_key(s))
+            exact.sort(key=lambda s: (place(s.path), near(s)) + _rank_key(s))
             return self._results(exact, "name", f"{len(exact)} {what}(s) named '{name}':")
         module = module_table(self.index).get(name) if not kinds and not self.kind else None
-        assigned = self._assigned(name, context) if not kinds and not self.kind else None
-        if assigned is not None and (module is None or _place(assigned.refs[0].partition(":")[0]) < _place(module)):
+        assigned = self._assigned(name) if not kinds and not self.kind else None
+        if assigned is not None and (module is None or place(assigned.refs[0].partition(":")[0]) < place(module)):
             return assigned
         if module is not None and self._in_scope(module):
             if not (is_test_path(module) and not self._tests_in_scope()):
                 return self._module_answer(name, module)
             # a test package named like the word (tests/ordering/) says less than where the library uses it
             used = self._usage(name, []) if name not in self.index.by_name() else None
-            if used is not None and _place(used.refs[0].partition(":")[0]) < 2:
+            if used is not None and place(used.refs[0].partition(":")[0]) < 2:
                 return used
             return self._module_answer(name, module)
         from rapidfuzz import fuzz, process
@@ -342,7 +293,7 @@ class Searcher:
                      and (not self.kind or s.kind == self.kind)]
         # case-insensitive exact names first, then by closeness; source before tests across every candidate
         order = {cand: i for i, cand in enumerate(candidates)}
-        syms.sort(key=lambda s: (_place(s.path), order[s.name], near(s), _rank_key(s)))
+        syms.sort(key=lambda s: (place(s.path), order[s.name], near(s), _rank_key(s)))
         if not syms:
             return SearchOutput(f"No {what} named '{name}' and no close match (no name of {floor_len}+ characters "
                                 f"reaches {FUZZY_FLOOR}/100 similarity).\n\nHint: `text:{name}` searches file "
@@ -381,30 +332,20 @@ class Searcher:
                                 f"outline, or `{qual.rsplit('.', 1)[-1]}` to look in every file.", "path")
         return self._results(syms, "path", f"{path}:{qual}:")
 
-    def _assigned(self, name: str, context: list[str] = ()) -> SearchOutput | None:
+    def _assigned(self, name: str) -> SearchOutput | None:
         """A name bound by a module-level assignment (``pprint = pretty_print``, ``Matrix = MutableDenseMatrix``,
         ``DEFAULT_DB_ALIAS = "default"``): the assigned value's definition when it is a name defined in the
-        project (one hop), then the assignment lines; None when no indexed file assigns it at module level.
-        Files are pre-filtered by their identifier sets; the pattern is anchored and bounded."""
-        pattern = re.compile(rb"^(?:[A-Za-z_]\w{0,200}[ \t]*=[ \t]*){0,8}" + re.escape(name.encode()) +
-                             rb"[ \t]*(?::[^=\n]{0,200})?=(?!=)[ \t]*(?P<value>[^\n]{0,300})", re.MULTILINE)
-        sites: list[tuple[str, int, str]] = []
-        for path, entry in self.index.files.items():
-            if not self._in_scope(path) or name not in file_words(entry):
-                continue
-            for m in pattern.finditer(entry.data):
-                sites.append((path, entry.data.count(b"\n", 0, m.start()) + 1,
-                              m.group(0).decode("utf-8", "replace").strip()))
+        project (one hop), then the assignment lines; None when no indexed file assigns it at module level."""
+        sites = assignment_sites(self.index, name, self._in_scope)
         if not sites:
             return None
-        sites.sort(key=lambda site: (_place(site[0]), site[0].count("/"), site[0], site[1]))
         table = self.index.by_name()
         targets: list[Symbol] = []
         for path, _line, text in sites[:5]:
             value = text.rsplit("=", 1)[-1].strip()
             if _IDENT.match(value) and value != name:
                 found = [s for s in table.get(value, []) if self._in_scope(s.path)]
-                found.sort(key=lambda s: (s.path != path, _place(s.path)) + _rank_key(s))
+                found.sort(key=lambda s: (s.path != path, place(s.path)) + _rank_key(s))
                 targets += [s for s in found[:3] if s not in targets]
         listing = [f"{p}:{n}:  {t[:160]}" for p, n, t in sites[:10]]
         more = f"\n[{len(sites) - 10} more]" if len(sites) > 10 else ""
@@ -412,7 +353,7 @@ class Searcher:
                 "\n".join(listing) + more)
         refs = [f"{p}:{n}" for p, n, _t in sites[:10]]
         if targets:
-            shown = self._results(targets, "alias", text + f"\n\nThe assigned value's definition:")
+            shown = self._results(targets, "alias", text + "\n\nThe assigned value's definition:")
             return attrs.evolve(shown, refs=[s.ref for s in targets[: self.max_results]] + refs, total=len(sites))
         first = sites[0]
         return SearchOutput(text + f"\n\nHint: view {first[0]} around line {first[1]}, or `calls:{name}` for "
@@ -435,7 +376,7 @@ class Searcher:
             rest = p[len(base):] if p.startswith(base) and p != init else None
             if rest and (rest.count("/") == 0 or (rest.count("/") == 1 and rest.endswith("/__init__.py"))):
                 out.append(p)
-        return sorted(out, key=lambda p: (_place(p), p))
+        return sorted(out, key=lambda p: (place(p), p))
 
     def _outline(self, path: str) -> SearchOutput:
         entry = self.index.files[path]
@@ -665,7 +606,7 @@ class Searcher:
                     n_lines += 1
         if not hits:
             return None
-        syms = sorted(hits, key=lambda s: (_place(s.path), -hits[s], s.kind == MODULE_KIND, s.path, s.start))
+        syms = sorted(hits, key=lambda s: (place(s.path), -hits[s], s.kind == MODULE_KIND, s.path, s.start))
         near = f" (closest names: {', '.join(close)})" if close else ""
         return self._results(syms, "usage", f"No definition named '{word}'{near}; it is used {n_lines} time(s) in "
                              f"{len(syms)} definition(s) or module(s):",
@@ -685,7 +626,7 @@ class Searcher:
             if self.kind and sym.kind != self.kind:
                 continue
             hits[sym] = hits.get(sym, 0) + 1
-        syms = sorted(hits, key=lambda s: (_place(s.path), -hits[s], s.kind == MODULE_KIND, s.path, s.start))
+        syms = sorted(hits, key=lambda s: (place(s.path), -hits[s], s.kind == MODULE_KIND, s.path, s.start))
         if not syms:
             return self._text(needle)
         out = self._results(syms, "string", f"'{needle}' occurs {len(rows)}{'+' if len(rows) > 500 else ''} "
@@ -749,9 +690,11 @@ search_tool = Tool(
         "qualified path (`pkg/mod.py:Class.method`, or `pkg/mod.py` for a file outline); a dotted name "
         "(`Class.method`); `class:X`, `def:X`, `method:X`; `subclass:Base` (classes deriving from Base); "
         "`calls:func` (call sites); `text:exact words` (substring); a quoted string, option key (`max-line-length`) or "
-        "message id (`E1101`): the definitions containing it; a name used but never defined: where it is used; or "
+        "message id (`E1101`): the definitions containing it; a name assigned at module level (`pprint = ...`): "
+        "the assigned definition; an UPPER_CASE word or a name used but never defined: where it is used; or "
         "a few words (fielded BM25 over modules and definitions, tests last). "
-        "Shows code with line numbers (an outline for long bodies) and a hint for the next query."),
+        "Shows code with line numbers (an outline for long bodies), what a single match calls and is used by, "
+        "and a hint for the next query."),
     parameters={
         "type": "object",
         "properties": {

@@ -6,7 +6,6 @@ tests for hostile files against the assignment scan."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 

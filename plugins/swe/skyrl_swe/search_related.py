@@ -1,0 +1,89 @@
+"""What a ``search`` answer adds around its matches: where a file ranks (library, auxiliary, tests), module-level
+assignments of a name, and the definitions a match calls and is used by (#24).
+
+Every scan reads the host-side index's bytes (agent-written files: nothing runs), is pre-filtered by each file's
+identifier set (:func:`skyrl_swe.search_prose.file_words`, cached by SHA-1) and uses anchored, bounded patterns so
+a hostile 2 MB file costs a linear pass.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+from .index import CodeIndex, Symbol
+from .search_prose import file_words, is_test_path
+
+_AUX_DIRS = frozenset({"examples", "example", "docs", "doc", "benchmarks", "asv_bench", "scripts"})
+
+
+def is_aux_path(path: str) -> bool:
+    """A file outside the library proper: under examples/docs/benchmarks/scripts, or setup.py/conf.py."""
+    parts = path.split("/")
+    return parts[-1] in ("setup.py", "conf.py", "noxfile.py") or any(p in _AUX_DIRS for p in parts[:-1])
+
+
+def place(path: str) -> int:
+    """Where a file ranks among equals: 0 library source, 1 examples/docs/benchmarks/scripts/setup files
+    (:func:`is_aux_path`), 2 tests and fixtures (:func:`skyrl_swe.search_prose.is_test_path`)."""
+    return 2 if is_test_path(path) else 1 if is_aux_path(path) else 0
+
+
+def assignment_sites(index: CodeIndex, name: str, in_scope: Callable[[str], bool]) -> list[tuple[str, int, str]]:
+    """Module-level (unindented) assignments binding ``name`` — ``name = ...``, ``name: T = ...``, chains
+    ``a = name = ...`` — as (path, 1-based line, the line's text), library files first, shallow paths first."""
+    pattern = re.compile(rb"^(?:[A-Za-z_]\w{0,200}[ \t]*=[ \t]*){0,8}" + re.escape(name.encode()) +
+                         rb"[ \t]*(?::[^=\n]{0,200})?=(?!=)[^\n]{0,300}", re.MULTILINE)
+    sites: list[tuple[str, int, str]] = []
+    for path, entry in index.files.items():
+        if not in_scope(path) or name not in file_words(entry):
+            continue
+        for m in pattern.finditer(entry.data):
+            sites.append((path, entry.data.count(b"\n", 0, m.start()) + 1,
+                          m.group(0).decode("utf-8", "replace").strip()))
+    sites.sort(key=lambda site: (place(site[0]), site[0].count("/"), site[0], site[1]))
+    return sites
+
+
+def users(index: CodeIndex, sym: Symbol, in_scope: Callable[[str], bool], limit: int = 8) -> list[Symbol]:
+    """The library definitions (tests and auxiliary files left out) whose code names ``sym`` as a whole word,
+    most uses first; ``sym`` and its own members are not their own users."""
+    key = sym.name.encode()
+    hits: dict[Symbol, int] = {}
+    for path, entry in index.files.items():
+        if place(path) != 0 or not in_scope(path) or sym.name not in file_words(entry):
+            continue
+        data, start = entry.data, 0
+        while (pos := data.find(key, start)) >= 0:
+            start = pos + len(key)
+            before = data[pos - 1: pos] if pos else b" "
+            after = data[start: start + 1] or b" "
+            if before.isalnum() or before == b"_" or after.isalnum() or after == b"_":
+                continue
+            user = entry.enclosing(data.count(b"\n", 0, pos) + 1)
+            if user is None or (user.path == sym.path and sym.start <= user.start <= sym.end):
+                continue
+            hits[user] = hits.get(user, 0) + 1
+    return sorted(hits, key=lambda u: (-hits[u], u.path, u.start))[:limit]
+
+
+def callees(index: CodeIndex, sym: Symbol, in_scope: Callable[[str], bool], limit: int = 8) -> list[Symbol]:
+    """The library definitions ``sym``'s body calls, in call order: only names defined at most 3 times outside
+    tests (a name defined everywhere says nothing), never ``sym`` itself; [] for a class."""
+    if sym.kind not in ("function", "method"):
+        return []
+    entry = index.files.get(sym.path)
+    if entry is None:
+        return []
+    table = index.by_name()
+    out: list[Symbol] = []
+    for called, line in entry.calls:
+        if not (sym.start <= line <= sym.end) or called == sym.name:
+            continue
+        defs = [d for d in table.get(called.rsplit(".", 1)[-1], []) if place(d.path) == 0 and in_scope(d.path)]
+        if 0 < len(defs) <= 3:
+            defs.sort(key=lambda d: (d.path != sym.path, d.path.count("/"), d.path, d.start))
+            out += [d for d in defs if d not in out and d != sym]
+        if len(out) >= limit:
+            break
+    return out[:limit]
