@@ -71,7 +71,8 @@ class SamplingConfig:
 @attrs.define
 class EngineConfig:
     """Inference engine. ``type``: hf | openai | vllm | a plugin's. ``max_batch``: requests decoded together;
-    ``device``: auto | cpu | cuda; ``base_url``/``api_key``/``served_model``: for openai; ``timeout_s`` per call.
+    ``device``: auto | cpu | cuda; ``base_url``/``api_key``/``served_model``: the server for openai, and for vllm when it talks to a vLLM
+    server instead of loading the model in-process; ``timeout_s`` per call (seconds).
     ``replicas`` copies of the engine, or one openai engine per URL in ``endpoints``, sit behind one router that
     sends each request to the replica with the fewest outstanding tokens (``sticky``: a trajectory stays on its
     replica, for prefix-cache reuse); ``placement: ray`` builds each replica in a Ray actor asking for

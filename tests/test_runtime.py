@@ -108,3 +108,15 @@ def test_truncate_output_keeps_head_and_tail():
     out, cut = truncate_output(text, 30)
     assert cut and out.startswith(text[:20]) and out.endswith(text[-10:]) and "70 characters omitted of 100" in out
     assert truncate_output("short", 30) == ("short", False)
+
+
+@needs_bwrap
+async def test_sandbox_identity_files_come_back_after_a_cleanup_removed_them():
+    """The per-process /etc/passwd and /etc/group the sandbox mounts are made again when a temp-dir cleanup (a
+    test's, a benchmark's) deleted them; before, every later sandbox in the process failed to start."""
+    from skyrl_core.default_plugins.runtimes import sandbox
+
+    shutil.rmtree(sandbox._identity_dir())
+    async with LocalSandbox() as rt:
+        res = await rt.exec(["sh", "-c", "id -un; grep -c . /etc/passwd"])
+    assert res.exit_code == 0 and res.output.split() == ["sandbox", "2"]

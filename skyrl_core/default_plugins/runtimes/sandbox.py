@@ -196,9 +196,12 @@ _IDENTITY: list[str] = []
 
 
 def _identity_dir() -> str:
-    """A host directory (made once per process) holding the sandbox's own /etc/passwd and /etc/group: one user,
-    so tools that look their user up work without seeing the host's accounts."""
+    """A host directory (made once per process, again if something removed it — a test's or a benchmark's
+    temp-dir cleanup) holding the sandbox's own /etc/passwd and /etc/group: one user, so tools that look their
+    user up work without seeing the host's accounts."""
     with _ONCE_LOCK:
+        if _IDENTITY and not (os.path.isfile(_IDENTITY[0] + "/passwd") and os.path.isfile(_IDENTITY[0] + "/group")):
+            _IDENTITY.clear()
         if not _IDENTITY:
             path = tempfile.mkdtemp(prefix="skyrl-identity-")
             os.chmod(path, 0o755)
