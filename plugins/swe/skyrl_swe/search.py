@@ -43,8 +43,8 @@ from skyrl_core import Tool, ToolContext, ToolResult
 from .runtime import workspace_for_tool
 
 from .index import CodeIndex, Symbol, code_tokens
-from .search_prose import MODULE_KIND, file_words, is_test_path, module_symbol, prose_index
-from .search_related import assignment_sites, place
+from .search_prose import MODULE_KIND, is_test_path, module_symbol, prose_index
+from .search_related import assignment_sites, place, word_lines
 from .search_related import callees as callees_of
 from .search_related import users as users_of
 from .search_resolve import module_table, resolve
@@ -585,25 +585,13 @@ class Searcher:
         """Definitions whose code uses ``word`` as a whole identifier (most uses first, source before tests),
         or None when no indexed file does. Files are pre-filtered by their identifier sets
         (:func:`skyrl_swe.search_prose.file_words`, cached by content hash)."""
-        key = word.encode()
         hits: dict[Symbol, int] = {}
         n_lines = 0
-        for path, entry in self.index.files.items():
-            if not self._in_scope(path) or word not in file_words(entry):
-                continue
-            data = entry.data
-            start = 0
-            while (pos := data.find(key, start)) >= 0:
-                start = pos + len(key)
-                before = data[pos - 1: pos] if pos else b" "
-                after = data[start: start + 1] or b" "
-                if before.isalnum() or before == b"_" or after.isalnum() or after == b"_":
-                    continue
-                line = data.count(b"\n", 0, pos) + 1
-                sym = entry.enclosing(line) or module_symbol(path, entry.n_lines)
-                if not self.kind or sym.kind == self.kind:
-                    hits[sym] = hits.get(sym, 0) + 1
-                    n_lines += 1
+        for path, entry, line in word_lines(self.index, word, self._in_scope):
+            sym = entry.enclosing(line) or module_symbol(path, entry.n_lines)
+            if not self.kind or sym.kind == self.kind:
+                hits[sym] = hits.get(sym, 0) + 1
+                n_lines += 1
         if not hits:
             return None
         syms = sorted(hits, key=lambda s: (place(s.path), -hits[s], s.kind == MODULE_KIND, s.path, s.start))

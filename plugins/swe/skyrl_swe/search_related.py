@@ -9,7 +9,7 @@ a hostile 2 MB file costs a linear pass.
 from __future__ import annotations
 
 import re
-from typing import Callable
+from typing import Callable, Iterator
 
 from .index import CodeIndex, Symbol
 from .search_prose import file_words, is_test_path
@@ -45,13 +45,12 @@ def assignment_sites(index: CodeIndex, name: str, in_scope: Callable[[str], bool
     return sites
 
 
-def users(index: CodeIndex, sym: Symbol, in_scope: Callable[[str], bool], limit: int = 8) -> list[Symbol]:
-    """The library definitions (tests and auxiliary files left out) whose code names ``sym`` as a whole word,
-    most uses first; ``sym`` and its own members are not their own users."""
-    key = sym.name.encode()
-    hits: dict[Symbol, int] = {}
+def word_lines(index: CodeIndex, word: str, keep: Callable[[str], bool]) -> Iterator[tuple[str, object, int]]:
+    """Every occurrence of ``word`` as a whole identifier (not inside a longer name) in the files ``keep``
+    accepts, as (path, index entry, 1-based line); files without the word are skipped by their identifier set."""
+    key = word.encode()
     for path, entry in index.files.items():
-        if place(path) != 0 or not in_scope(path) or sym.name not in file_words(entry):
+        if not keep(path) or word not in file_words(entry):
             continue
         data, start = entry.data, 0
         while (pos := data.find(key, start)) >= 0:
@@ -60,10 +59,18 @@ def users(index: CodeIndex, sym: Symbol, in_scope: Callable[[str], bool], limit:
             after = data[start: start + 1] or b" "
             if before.isalnum() or before == b"_" or after.isalnum() or after == b"_":
                 continue
-            user = entry.enclosing(data.count(b"\n", 0, pos) + 1)
-            if user is None or (user.path == sym.path and sym.start <= user.start <= sym.end):
-                continue
-            hits[user] = hits.get(user, 0) + 1
+            yield path, entry, data.count(b"\n", 0, pos) + 1
+
+
+def users(index: CodeIndex, sym: Symbol, in_scope: Callable[[str], bool], limit: int = 8) -> list[Symbol]:
+    """The library definitions (tests and auxiliary files left out) whose code names ``sym`` as a whole word,
+    most uses first; ``sym`` and its own members are not their own users."""
+    hits: dict[Symbol, int] = {}
+    for _path, entry, line in word_lines(index, sym.name, lambda p: place(p) == 0 and in_scope(p)):
+        user = entry.enclosing(line)
+        if user is None or (user.path == sym.path and sym.start <= user.start <= sym.end):
+            continue
+        hits[user] = hits.get(user, 0) + 1
     return sorted(hits, key=lambda u: (-hits[u], u.path, u.start))[:limit]
 
 
