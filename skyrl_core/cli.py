@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 import sys
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 import click
@@ -142,7 +143,7 @@ def tools_list(ctx: typer.Context,
 @tools_app.command("run")
 def tools_run(
     name: str = typer.Argument(..., help="Registered tool name."),
-    args: str = typer.Argument("{}", help="Arguments as a JSON object."),
+    args: str = typer.Argument("{}", help="Arguments as a JSON object; @FILE reads them from a file, - from stdin."),
     workspace: Optional[str] = typer.Option(None, "--workspace", help="Directory the tool acts in (used in place)."),
     runtime: str = typer.Option("sandbox", "--runtime", help="Runtime kind (see `skyrl plugins --all`)."),
     as_json: bool = typer.Option(False, "--json", help="Print the ToolResult as JSON."),
@@ -151,12 +152,24 @@ def tools_run(
     from .runtime import RuntimeSpec
     from .tools import ToolContext
 
+    from .tools import example_arguments
+
     registry = get_plugins().registry
     tool = registry.get("tools", name)
+    if args == "-":
+        args = sys.stdin.read()
+    elif args.startswith("@"):
+        try:
+            args = Path(args[1:]).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SkyrlError(f"tool arguments file {args[1:]!r} cannot be read ({exc.strerror})") from None
     try:
         parsed = json.loads(args)
     except json.JSONDecodeError as exc:
-        raise SkyrlError(f"tool arguments must be a JSON object: {exc}; e.g. {tool.example_call()}") from None
+        example = json.dumps(example_arguments(tool.parameters), ensure_ascii=False)
+        raise SkyrlError(f"tool arguments must be a JSON object: {exc}; e.g. {example}") from None
+    if workspace is not None and not Path(workspace).is_dir():
+        raise SkyrlError(f"--workspace {workspace} is not a directory (give the directory the tool acts in)")
     runtime_cls = registry.get("runtimes", runtime)
     spec = RuntimeSpec(type=runtime, workspace=workspace)
 

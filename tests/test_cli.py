@@ -47,6 +47,17 @@ def test_tools_lists_schemas():
     assert "code: string" in table and "answer: string|number" in table
 
 
+def test_tools_run_reads_arguments_from_a_file_or_stdin(tmp_path):
+    """A long argument (a whole issue text) does not fit a command line: @FILE and - read it."""
+    (tmp_path / "args.json").write_text(json.dumps({"code": "print(len('" + "x" * 300_000 + "'))"}))
+    proc = skyrl("tools", "run", "python", f"@{tmp_path / 'args.json'}", "--workspace", str(tmp_path))
+    assert proc.returncode == 0 and proc.stdout.strip() == "300000", proc.stderr
+    piped = subprocess.run([sys.executable, "-c", "from skyrl_core.cli import main; main()", "tools", "run", "python",
+                            "-", "--workspace", str(tmp_path)], input='{"code": "print(6*7)"}', capture_output=True,
+                           text=True, timeout=300)
+    assert piped.returncode == 0 and piped.stdout.strip() == "42", piped.stderr
+
+
 def test_tools_run_python_in_the_sandbox(tmp_path):
     proc = skyrl("tools", "run", "python", json.dumps({"code": "open('made.txt','w').write('x'); print(6*7)"}),
                  "--workspace", str(tmp_path))
@@ -61,7 +72,11 @@ def test_tools_run_python_in_the_sandbox(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (("tools", "run", "pyhton", "{}"), "no tool named 'pyhton' is registered; registered: finish, python"),
     (("tools", "run", "python", '{"cod": 1}'), "arguments of 'python': 'code' is a required property"),
-    (("tools", "run", "python", "not json"), "tool arguments must be a JSON object"),
+    (("tools", "run", "python", "not json"), 'tool arguments must be a JSON object: Expecting value: line 1 column 1 '
+     '(char 0); e.g. {"code": "'),
+    (("tools", "run", "python", '{"code": "1"}', "--workspace", "/nonexistent/ws"),
+     "--workspace /nonexistent/ws is not a directory"),
+    (("tools", "run", "python", "@/nonexistent/args.json"), "tool arguments file '/nonexistent/args.json' cannot be read"),
     (("tools", "run", "python", '{"code": "1"}', "--runtime", "dokker"), "no runtime named 'dokker'"),
 ])
 def test_bad_input_is_one_clear_line_without_traceback(args, message):

@@ -298,10 +298,12 @@ def patch_applies(src: Path, patch: str) -> bool:
 def infer_source(row: dict, candidates: dict[str, list[str]], memo: dict) -> tuple[Path | None, str]:
     """For a row without a version: the first candidate release of its project (``--infer-from``) to which the
     gold patch applies (``git apply --check``); (None, reason) when none does."""
-    name = PYPI_NAME.get(row["repo"])
+    name = PYPI_NAME.get(row.get("repo", ""))
     versions = candidates.get(name or "", [])
+    if not row.get("patch"):
+        return None, "the row has no patch"
     if not versions:
-        return None, f"no version field and no --infer-from candidates for {name or row['repo']}"
+        return None, f"no version field and no --infer-from candidates for {name or row.get('repo', '?')}"
     for version in versions:
         src, what = released_source(row["repo"], version, memo)
         if src is not None and patch_applies(src, row["patch"]):
@@ -332,6 +334,10 @@ def measure(rows: list[dict], max_queries: int, memo_path: Path,
             continue
         if str(src) not in indexes:
             indexes.clear()
+        if not row.get("patch") or not row.get("problem_statement"):
+            results.append({"instance_id": iid, "measured": False, "source": what,
+                            "reason": "the row has no patch or no problem_statement"})
+            continue
         gold_files = [p for p in patch_files(row["patch"]) if not _is_test_path(p)]
         missing = [p for p in gold_files if not (src / p).is_file()]
         if not gold_files or missing:
@@ -428,6 +434,10 @@ def main(argv: list[str] | None = None) -> None:
         infer[name] = [v for v in versions.split(",") if v]
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     logging.getLogger("bm25s").setLevel(logging.WARNING)
+    missing = [str(p) for p in args.rows if not p.is_file()]
+    if missing:
+        ap.error(f"rows file(s) not found: {', '.join(missing)}; the default rows live in the shared data folder "
+                 f"next to the checkout (../shared/data/swebench/) — give --rows FILE.json|.jsonl otherwise")
     rows = load_rows(args.rows)
     memo = cache_dir() / "localisation_sources.json"
     memo.parent.mkdir(parents=True, exist_ok=True)

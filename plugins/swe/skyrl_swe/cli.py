@@ -137,7 +137,12 @@ def localize_command(
     """Rank the files and functions each instance's issue text is about (the `localize` tool, offline)."""
     from .localize import localize_instances
 
-    localize_instances(instances, source, top, out, echo=typer.echo)
+    results = localize_instances(instances, source, top, out, echo=typer.echo)
+    done = sum("files" in r for r in results)
+    if not done:  # nothing was localised: a script must not read that as success
+        typer.echo(f"no instance localised ({len(results)} row(s) in {instances}, {len(results) - done} skipped)",
+                   err=True)
+        raise typer.Exit(1)
 
 
 @swe_app.command("build-images")

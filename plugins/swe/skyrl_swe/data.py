@@ -62,8 +62,20 @@ def read_rows(path: str | os.PathLike) -> list[dict]:
         return pq.read_table(p).to_pylist()
     text = p.read_text(encoding="utf-8")
     if p.suffix == ".jsonl":
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
-    data = json.loads(text)
+        rows = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise ConfigError(f"{path} line {n} is not JSON ({exc.msg} at column {exc.colno}); each line of "
+                                      f"a .jsonl file holds one row object") from None
+        return rows
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path} is not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); give a list of "
+                          f"row objects, or one row per line in a .jsonl file") from None
     if isinstance(data, dict):
         data = data.get("data") or data.get("instances") or list(data.values())
     if not isinstance(data, list):

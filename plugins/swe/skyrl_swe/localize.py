@@ -50,7 +50,7 @@ _BUILTINS = frozenset(n for n in dir(builtins) if n.islower() and not n.startswi
 _TRACEBACK_NOISE = re.compile(r"Traceback \(most recent call last\):|(?<=```)[A-Za-z0-9_+-]{1,20}(?=\s)|"
                               r"File \"[^\"\n]{1,400}\", line \d{1,7}, in [\w<>]{1,200}")
 _FRAME = re.compile(r"File \"(?P<path>[^\"\n]{1,400}?\.py)\", line (?P<line>\d{1,7}), in (?P<func>[\w<>]{1,200})")
-_PATH = re.compile(r"(?<![\w/.-])(?P<path>(?:[\w.-]{1,100}/){1,12}[\w.-]{1,100}\.py)\b")
+_PATH = re.compile(r"(?<![\w/.-])(?P<path>(?:[\w.-]{1,100}/){0,12}[\w-][\w.-]{0,99}\.py)\b")
 _QUOTED_LIT = re.compile(r"(?<![\w\\])(['\"])(?P<body>[^'\"\n]{3,80})\1")
 _KEY_LIKE = re.compile(r"(?<![\w-])(?:--)?[A-Za-z_]\w*(?:-\w+)+(?![\w-])|\b(?:[a-z_]+\.)?[A-Z]{1,4}\d{2,5}\b")
 
@@ -67,7 +67,7 @@ def identifiers(text: str, limit: int = 10) -> list[str]:
     dotted, snake_case and CamelCase names and names followed by ``(`` elsewhere; stop words and builtins
     dropped; a dotted name ``a.b.c`` also yields ``c`` later. At most ``limit``."""
     # the traceback header and frame lines are read by :func:`frames`; a code fence's language tag is no name
-    text = _TRACEBACK_NOISE.sub(" ", text[:MAX_TEXT])
+    text = _TRACEBACK_NOISE.sub(" ", _head(text))
     found: list[tuple[int, str]] = []
     for m in _CODE_SPAN.finditer(text):
         for tok in _DOTTED.findall(m.group(1)) + _IDENT.findall(m.group(1)):
@@ -99,7 +99,7 @@ def strings(text: str, limit: int = 6) -> list[str]:
     """String evidence from an issue text, in order: quoted literals of 3-80 characters that are not plain
     identifiers or sentences, hyphenated option/config keys (``--max-line-length``, ``max-line-length``) and
     message ids (``E1101``, ``fields.E304``). At most ``limit``."""
-    text = text[:MAX_TEXT]
+    text = _head(text)
     found: list[tuple[int, str]] = []
     for m in _QUOTED_LIT.finditer(text):
         body = m.group("body").strip()
@@ -118,12 +118,22 @@ def strings(text: str, limit: int = 6) -> list[str]:
 
 def frames(text: str) -> list[tuple[str, str]]:
     """Traceback frames ``(path, function)`` in the order printed, innermost last."""
-    return [(m.group("path"), m.group("func")) for m in _FRAME.finditer(text[:MAX_TEXT])]
+    return [(m.group("path"), m.group("func")) for m in _FRAME.finditer(_head(text))]
 
 
 def mentioned_paths(text: str) -> list[str]:
-    """``dir/.../file.py`` paths mentioned in the text (traceback paths included), in order."""
-    return list(dict.fromkeys(m.group("path") for m in _PATH.finditer(text[:MAX_TEXT])))
+    """``dir/.../file.py`` paths and bare ``file.py`` names mentioned in the text (traceback paths included), in
+    order."""
+    return list(dict.fromkeys(m.group("path") for m in _PATH.finditer(_head(text))))
+
+
+def _head(text: str) -> str:
+    """The first :data:`MAX_TEXT` characters, cut at a whitespace so no word is split (``filter`` -> ``filt``)."""
+    if len(text) <= MAX_TEXT:
+        return text
+    cut = text[:MAX_TEXT]
+    at = max(cut.rfind(" "), cut.rfind("\n"), cut.rfind("\t"))
+    return cut[:at] if at > 0 else cut
 
 
 # -- fusion ---------------------------------------------------------------------------------------------------
@@ -175,6 +185,7 @@ def localize(index: CodeIndex, text: str, max_queries: int = 10, path: str | Non
     """Rank the files and definitions of ``index`` that the issue ``text`` is about (see the module docstring).
     ``path`` restricts every source to files under that prefix. Raises nothing on odd input: an empty text
     gives empty rankings."""
+    text = _head(text)
     searcher = Searcher(index)
     index.refresh()
     searcher.configure(path)
@@ -192,7 +203,7 @@ def localize(index: CodeIndex, text: str, max_queries: int = 10, path: str | Non
         if where is not None and scope_ok(where):
             fusion.add("path", WEIGHTS["path"], [], [where])
     queries = identifiers(text, max_queries)
-    title = next((line for line in text[:MAX_TEXT].splitlines() if line.strip()), "")
+    title = next((line for line in text.splitlines() if line.strip()), "")
     for q in queries + strings(text):
         out = searcher.search(q, max_results=10, path=path, refresh=False)
         syms = [s for s in (_symbol(index, ref) for ref in out.refs) if s is not None and scope_ok(s.path)]
@@ -217,7 +228,7 @@ def localize(index: CodeIndex, text: str, max_queries: int = 10, path: str | Non
     co = _cooccurrence(index, queries, scope_ok)
     if co:
         fusion.add("names together", WEIGHTS["together"], [], co)
-    hits = [h for h in prose_index(index).rank(text[:MAX_TEXT], 100, keep=lambda s: scope_ok(s.path))]
+    hits = [h for h in prose_index(index).rank(text, 100, keep=lambda s: scope_ok(s.path))]
     # a file's prose score: its best documents, decaying (1, 1/2, 1/4), so one lucky definition does not
     # outrank a file where several match
     per_file: dict[str, list[float]] = {}
@@ -358,23 +369,29 @@ def localize_instances(instances, source, top: int, out, echo=print) -> list[dic
         iid = row.get("instance_id", "?")
         root = source or row.get("repo_dir")
         text = row.get("problem_statement") or ""
-        if not root or not Path(root).is_dir() or not text:
+        if not isinstance(text, str):
+            text, why = "", f"problem_statement is a {type(text).__name__}, not text"
+        else:
             why = "no problem_statement" if not text else f"no source directory (repo_dir={root!r}; pass --source)"
+        if not root or not Path(root).is_dir() or not text:
             results.append({"instance_id": iid, "skipped": why})
             echo(f"{iid}: skipped: {why}")
             continue
         index = indexes.setdefault(str(root), CodeIndex(root))
         loc = localize(index, text)
-        table = Table(title=f"{iid}: queries {', '.join(loc.queries[:6])}", show_lines=False)
-        for col in ("#", "file", "score", "evidence", "function", "lines"):
-            table.add_column(col, overflow="fold")
-        for i in range(min(top, max(len(loc.files), len(loc.functions)))):
-            f = loc.files[i] if i < len(loc.files) else None
-            s = loc.functions[i] if i < len(loc.functions) else None
-            table.add_row(str(i + 1), f[0] if f else "", f"{f[1]:.2f}" if f else "",
-                          ", ".join(loc.evidence.get(f[0], [])[:3]) if f else "",
-                          s[0].ref if s else "", f"{s[0].start}-{s[0].end}" if s else "")
-        console.print(table)
+        # two rankings, two tables: a definition's row is not its neighbouring file's
+        files = Table(title=f"{iid}: files (queries {', '.join(loc.queries[:6])})", show_lines=False)
+        for col in ("#", "file", "score", "evidence"):
+            files.add_column(col, overflow="fold")
+        for i, (path, score) in enumerate(loc.files[:top], 1):
+            files.add_row(str(i), path, f"{score:.2f}", ", ".join(loc.evidence.get(path, [])[:4]))
+        defs = Table(title=f"{iid}: definitions", show_lines=False)
+        for col in ("#", "definition", "kind", "lines", "score"):
+            defs.add_column(col, overflow="fold")
+        for i, (sym, score) in enumerate(loc.functions[:top], 1):
+            defs.add_row(str(i), sym.ref, sym.kind, f"{sym.start}-{sym.end}", f"{score:.2f}")
+        console.print(files)
+        console.print(defs)
         results.append({"instance_id": iid, "files": [p for p, _ in loc.files[:top]],
                         "functions": [s.ref for s, _ in loc.functions[:top]], "queries": loc.queries})
     if out is not None:

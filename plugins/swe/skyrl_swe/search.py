@@ -159,6 +159,27 @@ class Searcher:
             return head + "\n" + "\n".join(body), False
         return head + "\n" + self._skeleton(sym, lines), True
 
+    def _focused(self, sym: Symbol, hits: list[int], most: int = 6) -> str:
+        """``sym``'s signature and the lines it matched on (at most ``most``), each with its line number."""
+        lines = self.index.lines(sym.path)
+        where = f"{sym.kind} {sym.qualname}" if sym.kind != MODULE_KIND else "module level"
+        out = [f"## {sym.path}:{sym.start}-{sym.end}  {where}"]
+        keep = list(range(sym.start, sym.header_end + 1)) if sym.kind != MODULE_KIND else []
+        for n in sorted(set(hits))[:most]:
+            if n not in keep:
+                keep.append(n)
+        last = None
+        for n in keep:
+            if n > len(lines):
+                continue
+            if last is not None and n > last + 1:
+                out.append(f"{'':6}  ...")
+            out.append(f"{n:6d}  {lines[n - 1]}")
+            last = n
+        if len(set(hits)) > most:
+            out.append(f"{'':6}  ... ({len(set(hits)) - most} more matching lines)")
+        return "\n".join(out)
+
     def _skeleton(self, sym: Symbol, lines: list[str]) -> str:
         shown: list[int] = list(range(sym.start, sym.header_end + 1))
         doc = _docstring_lines(lines, sym.header_end)
@@ -179,11 +200,17 @@ class Searcher:
                 out.append(f"{'':6}  ... ({sym.end - preview[-1]} more lines, to line {sym.end})")
         return "\n".join(out)
 
-    def _results(self, syms: list[Symbol], mode: str, header: str, hint: str | None = None) -> SearchOutput:
+    def _results(self, syms: list[Symbol], mode: str, header: str, hint: str | None = None,
+                 focus: dict[Symbol, list[int]] | None = None) -> SearchOutput:
+        """Render ``syms`` (at most ``max_results``); ``focus`` maps a symbol to the lines that made it match (a
+        word's uses, a string's occurrences): those are shown under its signature instead of its outline."""
         shown = syms[: self.max_results]
         parts = [header]
         skeletons = []
         for sym in shown:
+            if focus and focus.get(sym) and (sym.kind == MODULE_KIND or sym.n_lines > self.max_lines // 4):
+                parts.append(self._focused(sym, focus[sym]))
+                continue
             text, skeleton = self._render(sym)
             parts.append(text)
             if skeleton:
@@ -309,6 +336,13 @@ class Searcher:
             tails = [p for p in self.index.files if p.endswith("/" + path) or p == path]
             if len(tails) == 1:
                 path, entry = tails[0], self.index.files[tails[0]]
+            elif tails:
+                tails.sort(key=lambda p: (place(p), p.count("/"), p))
+                listing = ", ".join(tails[:10]) + (f" [{len(tails) - 10} more]" if len(tails) > 10 else "")
+                example = f"{tails[0]}:{qual}" if qual else tails[0]
+                return SearchOutput(f"'{path}' is ambiguous: {len(tails)} indexed files end with it: {listing}\n\n"
+                                    f"Hint: give more of the path, e.g. `{example}`.", "path", tails[:10],
+                                    total=len(tails))
             else:
                 from rapidfuzz import process
 
@@ -356,8 +390,8 @@ class Searcher:
             shown = self._results(targets, "alias", text + "\n\nThe assigned value's definition:")
             return attrs.evolve(shown, refs=[s.ref for s in targets[: self.max_results]] + refs, total=len(sites))
         first = sites[0]
-        return SearchOutput(text + f"\n\nHint: view {first[0]} around line {first[1]}, or `calls:{name}` for "
-                            f"its call sites.", "alias", refs, total=len(sites))
+        return SearchOutput(text + f"\n\nHint: view {first[0]} around line {first[1]} with str_replace_editor, "
+                            f"or `{name}` as a whole word with `text:{name}`.", "alias", refs, total=len(sites))
 
     def _tests_in_scope(self) -> bool:
         return bool(self.scope) and is_test_path(self.scope + ("/x.py" if not self.scope.endswith(".py") else ""))
@@ -574,9 +608,10 @@ class Searcher:
     def _bm25(self, query: str, note: str | None = None) -> SearchOutput:
         syms = self.prose_rank(query, self.max_results * 4)
         if not syms:
-            return SearchOutput(f"Nothing matches '{query}'.\n\nHint: search a class or function name, or "
+            return SearchOutput(f"Nothing matches '{query[:120]}'.\n\nHint: search a class or function name, or "
                                 f"`text:<exact words>`.", "bm25")
-        header = note or f"No definition matches '{query}' by name; ranked by text similarity (BM25):"
+        shown_query = query if len(query) <= 120 else query[:117] + "..."
+        header = note or f"No definition matches '{shown_query}' by name; ranked by text similarity (BM25):"
         best = next((s for s in syms if s.kind != MODULE_KIND), syms[0])
         return self._results(syms, "bm25", header, hint=f"search a name from these results exactly (e.g. "
                              f"`{best.ref}`), or `calls:{best.name}` for its call sites.")
@@ -586,19 +621,22 @@ class Searcher:
         or None when no indexed file does. Files are pre-filtered by their identifier sets
         (:func:`skyrl_swe.search_prose.file_words`, cached by content hash)."""
         hits: dict[Symbol, int] = {}
+        where: dict[Symbol, list[int]] = {}
         n_lines = 0
         for path, entry, line in word_lines(self.index, word, self._in_scope):
             sym = entry.enclosing(line) or module_symbol(path, entry.n_lines)
             if not self.kind or sym.kind == self.kind:
                 hits[sym] = hits.get(sym, 0) + 1
+                where.setdefault(sym, []).append(line)
                 n_lines += 1
         if not hits:
             return None
         syms = sorted(hits, key=lambda s: (place(s.path), -hits[s], s.kind == MODULE_KIND, s.path, s.start))
         near = f" (closest names: {', '.join(close)})" if close else ""
+        callable_hint = f"; `calls:{word}` its call sites" if not _CONSTANT.match(word) else ""
         return self._results(syms, "usage", f"No definition named '{word}'{near}; it is used {n_lines} time(s) in "
                              f"{len(syms)} definition(s) or module(s):",
-                             hint=f"`text:{word}` lists every line; `calls:{word}` its call sites.")
+                             hint=f"`text:{word}` lists every line{callable_hint}.", focus=where)
 
     def _string(self, needle: str) -> SearchOutput:
         """A string the issue quotes (config key, message id, literal): the definitions whose code contains it,
@@ -608,18 +646,20 @@ class Searcher:
             return SearchOutput(f"'{needle}' occurs in no indexed file.\n\nHint: search a definition name, or a "
                                 f"few words for text similarity.", "none")
         hits: dict[Symbol, int] = {}
+        where: dict[Symbol, list[int]] = {}
         for path, line, _text in rows:
             entry = self.index.files[path]
             sym = entry.enclosing(line) or module_symbol(path, entry.n_lines)
             if self.kind and sym.kind != self.kind:
                 continue
             hits[sym] = hits.get(sym, 0) + 1
+            where.setdefault(sym, []).append(line)
         syms = sorted(hits, key=lambda s: (place(s.path), -hits[s], s.kind == MODULE_KIND, s.path, s.start))
         if not syms:
             return self._text(needle)
         out = self._results(syms, "string", f"'{needle}' occurs {len(rows)}{'+' if len(rows) > 500 else ''} "
                             f"time(s), in {len(syms)} definition(s) or module(s):",
-                            hint=f"`text:{needle}` lists every line.")
+                            hint=f"`text:{needle}` lists every line.", focus=where)
         return out
 
 def _docstring_lines(lines: list[str], header_end: int) -> list[int]:

@@ -62,11 +62,38 @@ def word_lines(index: CodeIndex, word: str, keep: Callable[[str], bool]) -> Iter
             yield path, entry, data.count(b"\n", 0, pos) + 1
 
 
+def _module_stem(path: str) -> str:
+    """The name a module is imported by: ``a/b/c.py`` -> ``c``, ``a/b/__init__.py`` -> ``b``."""
+    parts = path[:-3].split("/") if path.endswith(".py") else path.split("/")
+    return parts[-2] if parts[-1] == "__init__" and len(parts) > 1 else parts[-1]
+
+
+def _refers_to(data: bytes, name: str, stem: str) -> bool:
+    """Whether a file's text imports ``name`` from a module called ``stem`` (``from x.stem import a, name``,
+    ``from .stem import name``) or names it through that module (``stem.name``) — a word match alone would
+    count every namesake (``Library.filter`` is no user of ``QuerySet.filter``)."""
+    n, st = re.escape(name.encode()), re.escape(stem.encode())
+    imported = re.compile(rb"^[ \t]*from[ \t]+[\w.]{0,300}?\b" + st + rb"[ \t]+import[ \t]+[^\n#]{0,2000}?\b" + n +
+                          rb"\b(?![ \t]+as\b)", re.MULTILINE)
+    return imported.search(data) is not None or re.search(rb"\b" + st + rb"\." + n + rb"\b", data) is not None
+
+
 def users(index: CodeIndex, sym: Symbol, in_scope: Callable[[str], bool], limit: int = 8) -> list[Symbol]:
-    """The library definitions (tests and auxiliary files left out) whose code names ``sym`` as a whole word,
-    most uses first; ``sym`` and its own members are not their own users."""
+    """The library definitions (tests and auxiliary files left out) that use the function or class ``sym``,
+    most uses first: a word match in ``sym``'s own file, or in a file that imports it from ``sym``'s module or
+    names it through that module (:func:`_refers_to`). Methods get none: an attribute name alone cannot say
+    whose method a call reaches. ``sym`` and its own members are not their own users."""
+    if sym.kind == "method":
+        return []
+    stem = _module_stem(sym.path)
+    linked: dict[str, bool] = {}
     hits: dict[Symbol, int] = {}
-    for _path, entry, line in word_lines(index, sym.name, lambda p: place(p) == 0 and in_scope(p)):
+    for path, entry, line in word_lines(index, sym.name, lambda p: place(p) == 0 and in_scope(p)):
+        if path != sym.path:
+            if path not in linked:
+                linked[path] = _refers_to(entry.data, sym.name, stem)
+            if not linked[path]:
+                continue
         user = entry.enclosing(line)
         if user is None or (user.path == sym.path and sym.start <= user.start <= sym.end):
             continue
@@ -83,11 +110,19 @@ def callees(index: CodeIndex, sym: Symbol, in_scope: Callable[[str], bool], limi
     if entry is None:
         return []
     table = index.by_name()
+    lines = entry.data.split(b"\n")
     out: list[Symbol] = []
     for called, line in entry.calls:
         if not (sym.start <= line <= sym.end) or called == sym.name:
             continue
-        defs = [d for d in table.get(called.rsplit(".", 1)[-1], []) if place(d.path) == 0 and in_scope(d.path)]
+        short = called.rsplit(".", 1)[-1]
+        defs = [d for d in table.get(short, []) if place(d.path) == 0 and in_scope(d.path)]
+        text = lines[line - 1] if line <= len(lines) else b""
+        if not re.search(rb"\." + re.escape(short.encode()) + rb"\s*\(", text):
+            # a bare call reaches a function or class, the one in this file when there is one
+            defs = [d for d in defs if d.kind != "method"]
+            local = [d for d in defs if d.path == sym.path]
+            defs = local or defs
         if 0 < len(defs) <= 3:
             defs.sort(key=lambda d: (d.path != sym.path, d.path.count("/"), d.path, d.start))
             out += [d for d in defs if d not in out and d != sym]

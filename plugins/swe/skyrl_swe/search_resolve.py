@@ -16,6 +16,7 @@ import re
 import attrs
 
 from .index import CodeIndex, Symbol
+from .search_prose import is_test_path
 
 MAX_HOPS = 6
 # every repetition is bounded: an unclosed "(" or "[" repeated through a hostile 2 MB file must not make the
@@ -40,11 +41,13 @@ class Resolution:
 
 def module_table(index: CodeIndex) -> dict[str, str]:
     """Dotted module name -> file, for every indexed file, under each possible package root (``src/a/b.py`` is
-    ``src.a.b`` and ``a.b``); the shortest path wins a clash."""
+    ``src.a.b`` and ``a.b``); a library file wins a clash over a test or fixture file, then the shortest path."""
 
     def build() -> dict[str, str]:
         table: dict[str, str] = {}
-        for path in sorted(index.files, key=lambda p: (p.count("/"), p)):
+        # library modules before test and fixture trees (tests/migrations must not shadow django/db/migrations),
+        # then the shortest path
+        for path in sorted(index.files, key=lambda p: (is_test_path(p), p.count("/"), p)):
             if not path.endswith(".py"):
                 continue
             parts = path[:-3].split("/")

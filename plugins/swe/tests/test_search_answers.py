@@ -19,7 +19,8 @@ FILES = {
                     "pprint = pretty_print\nDEFAULT_LIMIT = 10\n\n\ndef uses_limit(n):\n"
                     "    return min(n, DEFAULT_LIMIT)\n"),
     "lib/cursor.py": "class CursorWrapper:\n    def execute(self, sql):\n        return sql\n",
-    "lib/admin.py": "class Command:\n    def execute(self):\n        return pretty_print(1)\n",
+    "lib/admin.py": "from .core import pretty_print\n\n\nclass Command:\n    def execute(self):\n        return pretty_print(1)\n",
+    "lib/other.py": "def show(x):\n    return x.pretty_print()\n",  # a namesake attribute, not a user
     "lib/db/__init__.py": "",
     "lib/db/base.py": "def test(x):\n    return x\n",
     "lib/db/creation.py": "def create_test_db(settings):\n    return settings['TEST'] or settings['TEST']\n",
@@ -66,14 +67,15 @@ def test_a_test_package_yields_to_library_usage(searcher):
 def test_a_dotted_prefix_ranks_the_fallback_and_aux_files_come_last(searcher):
     plain = searcher.search("execute")
     assert plain.refs == ["lib/admin.py:Command.execute", "lib/cursor.py:CursorWrapper.execute", "docs/conf.py:execute"]
+    assert "Used by" not in plain.text
     dotted = searcher.search("self.cursor.execute")
     assert dotted.refs[0] == "lib/cursor.py:CursorWrapper.execute" and "does not resolve" in dotted.text
 
 
 def test_a_precise_answer_names_its_callees_and_users(searcher):
     out = searcher.search("pretty_print")
-    assert "Calls into: helper (lib/core.py:5)" in out.text and "Used by: Command.execute (lib/admin.py:2)" in out.text
-    assert out.more[:2] == ["lib/core.py:helper", "lib/admin.py:Command.execute"]
+    assert "Calls into: helper (lib/core.py:5)" in out.text and "Used by: Command.execute (lib/admin.py:5)" in out.text
+    assert out.more == ["lib/core.py:helper", "lib/admin.py:Command.execute"]  # lib/other.py's x.pretty_print is not
 
 
 def test_identifiers_drop_builtins_tracebacks_and_fences():
@@ -100,3 +102,53 @@ def test_attack_hostile_assignment_chains_stay_bounded(searcher, tmp_path):
     assert time.monotonic() - started < 20
     assert out.mode == "alias" and out.refs[0] == "lib/core.py:pretty_print"
     assert any(ref.startswith("lib/evil.py:") for ref in out.refs)
+
+
+def test_usage_answers_show_the_lines_that_use_the_word(tmp_path):
+    body = "\n".join(f"    step_{i} = {i}" for i in range(40))
+    (tmp_path / "app.py").write_text(f"def long_function(settings):\n{body}\n    return settings['TIMEOUT_S']\n")
+    out = Searcher(CodeIndex(tmp_path)).search("TIMEOUT_S")
+    assert out.mode == "usage" and "    42      return settings['TIMEOUT_S']" in out.text
+    assert "step_20" not in out.text  # the matching line, not the function's outline
+
+
+def test_library_packages_win_over_test_packages_and_ambiguous_paths_say_so(tmp_path):
+    for rel in ("tests/migrations/__init__.py", "src/db/migrations/__init__.py", "src/db/migrations/state.py",
+                "src/a/shortcuts.py", "src/b/shortcuts.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("def redirect():\n    pass\n" if "shortcuts" in rel else "")
+    s = Searcher(CodeIndex(tmp_path))
+    package = s.search("migrations")
+    assert package.mode == "module" and package.refs[0] == "src/db/migrations/state.py"
+    ambiguous = s.search("shortcuts.py:redirect")
+    assert ambiguous.mode == "path" and "'shortcuts.py' is ambiguous: 2 indexed files" in ambiguous.text
+    assert ambiguous.refs == ["src/a/shortcuts.py", "src/b/shortcuts.py"] and "`src/a/shortcuts.py:redirect`" in ambiguous.text
+
+
+def test_localize_reads_bare_file_names_and_never_splits_a_word(searcher):
+    from skyrl_swe import localize as loc_mod
+
+    loc = localize(searcher.index, 'Fix cursor.py "string index out of range"')
+    assert loc.files[0][0] == "lib/cursor.py" and "path" in loc.evidence["lib/cursor.py"]
+    long_text = "x " * (loc_mod.MAX_TEXT // 2 - 3) + "pretty_print"
+    assert loc_mod._head(long_text).endswith("x") and "pretty_pr" not in loc_mod.identifiers(long_text)
+
+
+def test_localize_command_fails_when_nothing_is_localised_and_names_bad_rows(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"instance_id": "x-1", "problem_statement": 123}) + "\n")
+    env = dict(os.environ, SKYRL_LOAD_PLUGINS="swe", COLUMNS="400")
+    cmd = [sys.executable, "-c", "from skyrl_core.cli import main; main()", "swe", "localize", str(rows),
+           "--source", str(tmp_path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 1 and "x-1: skipped: problem_statement is a int, not text" in proc.stdout
+    assert "no instance localised (1 row(s)" in proc.stderr
+    rows.write_text('{"instance_id": "ok"}\nnot json\n')
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode != 0 and f"{rows} line 2 is not JSON" in proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
