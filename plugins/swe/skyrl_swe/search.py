@@ -224,11 +224,18 @@ class Searcher:
                 callees += [c for c in callees_of(self.index, sym, self._in_scope) if c not in callees and c not in shown]
             if callees:
                 parts.append("Calls into: " + ", ".join(f"{c.qualname} ({c.path}:{c.start})" for c in callees[:8]))
-            users: list[Symbol] = []
+            users: list[tuple[Symbol, bool]] = []
             for sym in shown:
-                users += [u for u in users_of(self.index, sym, self._in_scope) if u not in users and u not in shown and u not in callees]
-            if users:
-                parts.append("Used by: " + ", ".join(f"{u.qualname} ({u.path}:{u.start})" for u in users[:8]))
+                users += [(u, ok) for u, ok in users_of(self.index, sym, self._in_scope)
+                          if u not in shown and u not in callees and all(u != v for v, _ in users)]
+            used = [u for u, ok in users if ok]
+            named = [u for u, ok in users if not ok]
+            if used:
+                parts.append("Used by: " + ", ".join(f"{u.qualname} ({u.path}:{u.start})" for u in used[:8]))
+            if named:  # the same word, but nothing links it to this definition: said so, not called a use
+                parts.append(f"The name '{shown[0].name}' also occurs (not imported from here) in: " +
+                             ", ".join(f"{u.qualname} ({u.path}:{u.start})" for u in named[:8]))
+            users = [u for u, _ok in users]
             callees = callees[:8] + users[:8]
         if hint is None:
             hint = self._hint(shown, syms, skeletons)

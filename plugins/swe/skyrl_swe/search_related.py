@@ -78,27 +78,28 @@ def _refers_to(data: bytes, name: str, stem: str) -> bool:
     return imported.search(data) is not None or re.search(rb"\b" + st + rb"\." + n + rb"\b", data) is not None
 
 
-def users(index: CodeIndex, sym: Symbol, in_scope: Callable[[str], bool], limit: int = 8) -> list[Symbol]:
-    """The library definitions (tests and auxiliary files left out) that use the function or class ``sym``,
-    most uses first: a word match in ``sym``'s own file, or in a file that imports it from ``sym``'s module or
-    names it through that module (:func:`_refers_to`). Methods get none: an attribute name alone cannot say
-    whose method a call reaches. ``sym`` and its own members are not their own users."""
-    if sym.kind == "method":
-        return []
+def users(index: CodeIndex, sym: Symbol, in_scope: Callable[[str], bool],
+          limit: int = 8) -> list[tuple[Symbol, bool]]:
+    """The library definitions (tests and auxiliary files left out) whose code names ``sym`` as a whole word,
+    most uses first, each with whether the use is *linked* to ``sym``: in ``sym``'s own file, or in a file that
+    imports it (for a method: its class) from ``sym``'s module or names it through that module
+    (:func:`_refers_to`). An unlinked one only shares the name (``Library.filter`` and ``QuerySet.filter``) and
+    is shown as such. ``sym`` and its own members are not their own users."""
     stem = _module_stem(sym.path)
+    owner = sym.qualname.split(".")[0]  # a method is reached through its class: files that import the class
     linked: dict[str, bool] = {}
     hits: dict[Symbol, int] = {}
     for path, entry, line in word_lines(index, sym.name, lambda p: place(p) == 0 and in_scope(p)):
-        if path != sym.path:
-            if path not in linked:
-                linked[path] = _refers_to(entry.data, sym.name, stem)
-            if not linked[path]:
-                continue
+        if path not in linked:
+            linked[path] = path == sym.path or (
+                owner in file_words(entry) and _refers_to(entry.data, owner, stem) if sym.kind == "method"
+                else _refers_to(entry.data, sym.name, stem))
         user = entry.enclosing(line)
         if user is None or (user.path == sym.path and sym.start <= user.start <= sym.end):
             continue
         hits[user] = hits.get(user, 0) + 1
-    return sorted(hits, key=lambda u: (-hits[u], u.path, u.start))[:limit]
+    ranked = sorted(hits, key=lambda u: (-hits[u], u.path, u.start))[:limit]
+    return [(u, linked[u.path]) for u in ranked]
 
 
 def callees(index: CodeIndex, sym: Symbol, in_scope: Callable[[str], bool], limit: int = 8) -> list[Symbol]:
@@ -118,11 +119,21 @@ def callees(index: CodeIndex, sym: Symbol, in_scope: Callable[[str], bool], limi
         short = called.rsplit(".", 1)[-1]
         defs = [d for d in table.get(short, []) if place(d.path) == 0 and in_scope(d.path)]
         text = lines[line - 1] if line <= len(lines) else b""
-        if not re.search(rb"\." + re.escape(short.encode()) + rb"\s*\(", text):
+        receiver = re.search(rb"(\w+)\s*\.\s*" + re.escape(short.encode()) + rb"\s*\(", text)
+        if receiver is None:
             # a bare call reaches a function or class, the one in this file when there is one
             defs = [d for d in defs if d.kind != "method"]
             local = [d for d in defs if d.path == sym.path]
             defs = local or defs
+        else:
+            # the receiver's name often names its class: self -> this class, collector -> Collector,
+            # self.query -> Query; a match settles it however many namesakes there are
+            recv = receiver.group(1).decode("ascii", "replace").lower().replace("_", "")
+            own = sym.qualname.split(".")[0].lower() if sym.kind == "method" else ""
+            typed = [d for d in defs if d.kind == "method" and d.qualname.split(".")[0].lower().replace("_", "")
+                     in ((own,) if recv in ("self", "cls") else (recv,))]
+            if typed:
+                defs = typed[:3]
         if 0 < len(defs) <= 3:
             defs.sort(key=lambda d: (d.path != sym.path, d.path.count("/"), d.path, d.start))
             out += [d for d in defs if d not in out and d != sym]

@@ -75,7 +75,10 @@ def test_a_dotted_prefix_ranks_the_fallback_and_aux_files_come_last(searcher):
 def test_a_precise_answer_names_its_callees_and_users(searcher):
     out = searcher.search("pretty_print")
     assert "Calls into: helper (lib/core.py:5)" in out.text and "Used by: Command.execute (lib/admin.py:5)" in out.text
-    assert out.more == ["lib/core.py:helper", "lib/admin.py:Command.execute"]  # lib/other.py's x.pretty_print is not
+    # lib/other.py's x.pretty_print() shares the name only: listed as such, never as a use
+    assert "The name 'pretty_print' also occurs (not imported from here) in: show (lib/other.py:1)" in out.text
+    assert "Used by: Command.execute (lib/admin.py:5)\n" in out.text
+    assert out.more == ["lib/core.py:helper", "lib/admin.py:Command.execute", "lib/other.py:show"]
 
 
 def test_identifiers_drop_builtins_tracebacks_and_fences():
