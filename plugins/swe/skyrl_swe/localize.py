@@ -198,12 +198,12 @@ def localize(index: CodeIndex, text: str, max_queries: int = 10, path: str | Non
             continue
         syms = [s for s in index.files[where].symbols if s.name == func]
         fusion.add("traceback", WEIGHTS["frame"] / (1 + 0.3 * rank), syms, [where])
+    title = next((line for line in text.splitlines() if line.strip()), "")
     for mentioned in mentioned_paths(text):
         where = _match_path(index, mentioned)
         if where is not None and scope_ok(where):
-            fusion.add("path", WEIGHTS["path"], [], [where])
+            fusion.add("path", WEIGHTS["path"] * (WEIGHTS["title"] if mentioned in title else 1.0), [], [where])
     queries = identifiers(text, max_queries)
-    title = next((line for line in text.splitlines() if line.strip()), "")
     for q in queries + strings(text):
         out = searcher.search(q, max_results=10, path=path, refresh=False)
         syms = [s for s in (_symbol(index, ref) for ref in out.refs) if s is not None and scope_ok(s.path)]
@@ -219,6 +219,8 @@ def localize(index: CodeIndex, text: str, max_queries: int = 10, path: str | Non
             weight = WEIGHTS["fuzzy"] + (WEIGHTS["name"] - WEIGHTS["fuzzy"]) * max(0.0, closeness - 80) / 20
         if q in title:  # the title names what it is about
             weight *= WEIGHTS["title"]
+        if out.mode == "usage" and out.total <= 2:  # a word used in one or two places only: it points there
+            weight = WEIGHTS["name"]
         if out.mode in ("name", "string", "usage", "fuzzy", "alias") and out.total > 1:
             weight *= max(0.25, min(1.0, 2 / math.sqrt(out.total)))  # a name defined everywhere says little
         fusion.add(f"{out.mode}:{q}", weight, syms, files)

@@ -277,7 +277,15 @@ class Searcher:
 
         if exact:
             exact.sort(key=lambda s: (place(s.path), near(s)) + _rank_key(s))
-            return self._results(exact, "name", f"{len(exact)} {what}(s) named '{name}':")
+            out = self._results(exact, "name", f"{len(exact)} {what}(s) named '{name}':")
+            if not kinds and not self.kind and all(s.kind == "method" or place(s.path) for s in exact):
+                # no library function or class of that name: a module-level binding (D = Distance) may be
+                # what the issue means
+                sites = [site for site in assignment_sites(self.index, name, self._in_scope) if not place(site[0])]
+                if sites:
+                    also = "; ".join(f"{p}:{n}  `{t[:100]}`" for p, n, t in sites[:3])
+                    out = attrs.evolve(out, text=out.text + f"\n\nAlso bound at module level: {also}")
+            return out
         module = module_table(self.index).get(name) if not kinds and not self.kind else None
         assigned = self._assigned(name) if not kinds and not self.kind else None
         if assigned is not None and (module is None or place(assigned.refs[0].partition(":")[0]) < place(module)):

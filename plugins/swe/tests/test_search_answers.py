@@ -155,3 +155,11 @@ def test_localize_command_fails_when_nothing_is_localised_and_names_bad_rows(tmp
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode != 0 and f"{rows} line 2 is not JSON" in proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_module_level_binding_is_mentioned_beside_methods_of_that_name(tmp_path):
+    (tmp_path / "measure.py").write_text("class Distance:\n    pass\n\n\nD = Distance\n")
+    (tmp_path / "dateformat.py").write_text("class DateFormat:\n    def D(self):\n        return 1\n")
+    out = Searcher(CodeIndex(tmp_path)).search("D")
+    assert out.mode == "name" and out.refs == ["dateformat.py:DateFormat.D"]
+    assert "Also bound at module level: measure.py:5  `D = Distance`" in out.text
