@@ -19,6 +19,7 @@ import re
 import threading
 from collections import OrderedDict
 from concurrent.futures import ProcessPoolExecutor
+from itertools import chain
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -347,14 +348,14 @@ class CodeIndex:
         return self.text(path).splitlines()
 
 
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+")
+IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+TOKEN_MEMO_CAPACITY = 500_000
 
 
-_TOKEN_MEMO: dict[str, tuple[str, ...]] = {}
-
-
-def _ident_tokens(ident: str) -> tuple[str, ...]:
+def ident_tokens(ident: str) -> tuple[str, ...]:
+    """The code tokens of one identifier: lower-cased whole, then its snake_case and camelCase parts
+    (``getHTTPResponse_code`` -> ``gethttpresponse_code``, ``get``, ``http``, ``response``, ``code``)."""
     low = ident.lower()
     out = [low]
     if "_" in ident or any(c.isupper() for c in ident[1:]):
@@ -366,15 +367,19 @@ def _ident_tokens(ident: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+class _TokenMemo(dict):
+    """identifier -> :func:`ident_tokens`, filled on first sight (``__missing__`` keeps the hit path in C)."""
+
+    def __missing__(self, ident: str) -> tuple[str, ...]:
+        toks = self[ident] = ident_tokens(ident)
+        return toks
+
+
+_TOKEN_MEMO = _TokenMemo()
+
+
 def code_tokens(text: str) -> list[str]:
     """Tokens for BM25 over code and prose: each identifier lower-cased, plus its snake_case and camelCase parts."""
-    out: list[str] = []
-    memo = _TOKEN_MEMO
-    for ident in _IDENT.findall(text):
-        toks = memo.get(ident)
-        if toks is None:
-            toks = memo[ident] = _ident_tokens(ident)
-            if len(memo) > 500_000:
-                memo.clear()
-        out.extend(toks)
-    return out
+    if len(_TOKEN_MEMO) > TOKEN_MEMO_CAPACITY:
+        _TOKEN_MEMO.clear()
+    return list(chain.from_iterable(map(_TOKEN_MEMO.__getitem__, IDENT.findall(text))))
