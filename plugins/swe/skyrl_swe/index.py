@@ -39,7 +39,7 @@ MAX_FILE_BYTES = 2_000_000  # generated or vendored blobs are not code worth ind
 MAX_PARSE_BYTES = 1_000_000
 PARSE_BUDGET_S = 1.0
 MAX_TREE_DEPTH = 400  # levels of large subtrees; Django's deepest is 15 (CPython refuses 200 nested brackets)
-MAX_ERROR_CHILDREN = 1_000  # tokens directly under one syntax-error node
+MAX_ERROR_CHILDREN = 256  # tokens directly under one syntax-error node
 
 
 @attrs.frozen
