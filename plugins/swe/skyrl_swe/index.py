@@ -443,6 +443,8 @@ def ident_tokens(ident: str) -> tuple[str, ...]:
     """The code tokens of one identifier: lower-cased whole, then its snake_case and camelCase parts
     (``getHTTPResponse_code`` -> ``gethttpresponse_code``, ``get``, ``http``, ``response``, ``code``)."""
     low = ident.lower()
+    if "_" not in ident and ident[1:].islower():  # the common case: nothing to split
+        return (low,)
     out = [low]
     if "_" in ident or any(c.isupper() for c in ident[1:]):
         for part in ident.split("_"):

@@ -24,7 +24,7 @@ import math
 import re
 import threading
 from collections import OrderedDict
-from itertools import chain
+from itertools import chain, compress, islice
 from typing import Any
 
 import attrs
@@ -97,22 +97,30 @@ class ProseHit:
     score: float
 
 
+def _clear(flags: list[bool], first: int, last: int) -> None:
+    """``flags[first..last] = False`` (inclusive, clipped to the list)."""
+    last = min(last, len(flags) - 1)
+    if last >= first:
+        flags[first: last + 1] = [False] * (last + 1 - first)
+
+
 def _documents(path: str, entry) -> list[tuple[int, str, str, str]]:
     """One file's documents as ``(symbol index or -1 for the module, name text, head text, body text)``."""
     lines = entry.data.decode("utf-8", "replace").splitlines()
     path_words = path.replace("/", " ").replace(".py", " ")
     symbols = entry.symbols
-    covered = [False] * (len(lines) + 2)
+    outside = [True] * (len(lines) + 1)  # [1-based line]: not in a top-level definition nor the docstring
     top = [s for s in symbols if "." not in s.qualname]
     for s in top:
-        for n in range(s.start, min(s.end, len(lines)) + 1):
-            covered[n] = True
+        _clear(outside, s.start, s.end)
     span = _docstring_span(lines, next((i + 1 for i, t in enumerate(lines) if t.strip()
                                         and not t.startswith("#")), 0))
     mod_doc = "\n".join(lines[span[0] - 1: span[1]][:DOC_LINES]) if span else ""
-    mod_body = [t for n, t in enumerate(lines, 1) if not covered[n] and not (span and span[0] <= n <= span[1])]
+    if span:
+        _clear(outside, span[0], span[1])
+    mod_body = list(islice(compress(lines, islice(outside, 1, None)), BODY_LINES))
     mod_sigs = [lines[s.start - 1] for s in top if s.start <= len(lines)]
-    out = [(-1, path_words, mod_doc, "\n".join(mod_body[:BODY_LINES] + mod_sigs))]
+    out = [(-1, path_words, mod_doc, "\n".join(mod_body + mod_sigs))]
     func_quals = {s.qualname for s in symbols if s.kind != "class"}
     starts = [s.start for s in symbols]  # symbols are sorted by (start, -end): a class's members follow it
     for i, s in enumerate(symbols):
@@ -126,11 +134,14 @@ def _documents(path: str, entry) -> list[tuple[int, str, str, str]]:
         if s.kind == "class":
             after = symbols[i + 1: bisect.bisect_right(starts, s.end)]
             members = [m for m in after if m.start > s.start and m.end <= s.end]
-            member_rows = {n for m in members for n in range(m.start, m.end + 1)}
-            own = [lines[n - 1] for n in range(body_from, min(s.end, len(lines)) + 1) if n not in member_rows]
+            stop = min(s.end, len(lines))
+            own_rows = [True] * (stop + 1)  # [1-based line] of the class outside its members
+            for m in members:
+                _clear(own_rows, m.start, m.end)
+            own = list(islice(compress(lines[body_from - 1: stop], islice(own_rows, body_from, None)), BODY_LINES))
             sigs = [lines[m.start - 1] for m in members if m.qualname.count(".") == s.qualname.count(".") + 1
                     and m.start <= len(lines)]
-            body = own[:BODY_LINES] + sigs
+            body = own + sigs
         else:
             body = lines[body_from - 1: min(s.end, len(lines))][:BODY_LINES]
         out.append((i, f"{s.qualname} {s.qualname.replace('.', ' ')} {path_words}", "\n".join(head_lines + doc_text),
@@ -156,9 +167,14 @@ class _Vocabulary:
             self.tokens.append(token)
         return found
 
-    def text_ids(self, text: str) -> list[int]:
-        """The ids of :func:`skyrl_swe.index.code_tokens` ``(text)``, or ``[id("_")]`` when it has none."""
-        return list(chain.from_iterable(map(self.ident_ids.__getitem__, IDENT.findall(text)))) or [self.underscore]
+    def add_text(self, text: str, flat: list[int]) -> int:
+        """Append the ids of :func:`skyrl_swe.index.code_tokens` ``(text)`` to ``flat`` (``id("_")`` when it has
+        none); return how many were appended."""
+        before = len(flat)
+        flat.extend(chain.from_iterable(map(self.ident_ids.__getitem__, IDENT.findall(text))))
+        if len(flat) == before:
+            flat.append(self.underscore)
+        return len(flat) - before
 
 
 class _IdentIds(dict):
@@ -199,13 +215,11 @@ def _file_docs(path: str, entry) -> _FileDocs:
         return cached
     flat: list[list[int]] = [[] for _ in FIELDS]
     lengths: list[list[int]] = [[] for _ in FIELDS]
-    text_ids = _VOCAB.text_ids
+    add_text = _VOCAB.add_text
     docs = _documents(path, entry)
     for _sym, *texts in docs:
         for f, text in enumerate(texts):
-            ids = text_ids(text)
-            flat[f].extend(ids)
-            lengths[f].append(len(ids))
+            lengths[f].append(add_text(text, flat[f]))
     made = _FileDocs(symbols=entry.symbols, doc_symbols=tuple(d[0] for d in docs),
                      ids=tuple(np.array(f, dtype=np.int32) for f in flat),
                      lengths=tuple(np.array(n, dtype=np.int64) for n in lengths))
