@@ -5,8 +5,9 @@
 Downloads the sdist once (cached under $SKYRL_SWE_CACHE) and works on a temporary copy of it: builds a cold index
 (empty content cache), then times an incremental refresh with no change, the two BM25 tables (the plain baseline
 and the fielded prose retriever, cold: empty token caches), a set of queries of every form (median of 5,
-milliseconds), ``localize`` on one issue text (median of 3), and the prose table again after a one-file edit
-(a refresh and a rebuild that re-tokenises only the edited file).
+milliseconds), ``localize`` on one issue text (median of 3), the prose table again after a one-file edit
+(a refresh and a rebuild that re-tokenises only the edited file), and a refresh after an agent writes three
+hostile 1 MB files (the shapes of ``tests/test_index_bounds.py``; each is indexed without symbols).
 """
 
 from __future__ import annotations
@@ -94,11 +95,20 @@ def measure(root: Path, project: str, workers: int) -> dict:
     index.refresh()
     prose_index(index)
     prose_edit_s = time.perf_counter() - t0
+    hostile = {"brackets.py": b"(" * 999_000, "bad_defs.py": b"def f(:\n" * 124_000,
+               "chain.py": b"x = a" + b".b" * 499_000}
+    for rel, data in hostile.items():
+        (root / rel).write_bytes(data)
+    t0 = time.perf_counter()
+    after = index.refresh()
+    hostile_s = time.perf_counter() - t0
     return {"project": project, "files": stats["files"], "symbols": n_symbols, "workers": workers,
             "skipped": len(stats.get("skipped", {})),
             "cold_index_s": round(build_s, 2), "noop_refresh_ms": round(refresh_ms, 1),
             "bm25_build_s": round(bm25_build_s, 2), "prose_build_s": round(prose_build_s, 2),
-            "prose_after_one_edit_s": round(prose_edit_s, 2), "edited": edited, "query_median_ms": lat,
+            "prose_after_one_edit_s": round(prose_edit_s, 2), "edited": edited,
+            "hostile_refresh_s": round(hostile_s, 2), "hostile_skipped": sorted(after.get("skipped", {}).values()),
+            "query_median_ms": lat,
             "query_max_of_medians_ms": max(v for k, v in lat.items() if k in QUERIES)}
 
 
