@@ -13,7 +13,9 @@ parent's document, since the parent is what a reader edits):
 Each field is its own BM25 index (bm25s, Lucene variant, Robertson & Zaragoza 2009); a document's score is the
 weighted sum of its field scores (the per-field approximation of BM25F). Test and fixture files are indexed but
 scored zero unless the caller asks for them (``include_tests``), so a ``path:`` into a test tree still reaches
-them. Built lazily on the first prose query and rebuilt when the index version changes.
+them. Built lazily on the first prose query and rebuilt when the index version changes; a rebuild re-tokenises
+only files whose (path, content) it has not seen (token ids cached per file in a bounded process-wide LRU,
+:data:`FILE_DOCS_CAPACITY` files), and the field tables are made from those ids with array operations.
 """
 
 from __future__ import annotations
@@ -152,7 +154,8 @@ def _documents(path: str, entry) -> list[tuple[int, str, str, str]]:
 # -- token ids: one process-wide vocabulary, so a file's token ids can be cached by its content ------------------
 class _Vocabulary:
     """token -> id for every prose token seen in the process, and identifier -> its tokens' ids. Ids are stable
-    until :meth:`reset` (when it grows past :data:`VOCAB_CAPACITY`), which also empties the file cache."""
+    while this vocabulary lives: a build that finds it past :data:`VOCAB_CAPACITY` tokens or identifiers starts a
+    fresh one and empties the file cache that refers to it."""
 
     def __init__(self) -> None:
         self.ids: dict[str, int] = {}
@@ -199,7 +202,7 @@ class _FileDocs:
 
 FIELDS = tuple(FIELD_WEIGHTS)
 VOCAB_CAPACITY = 2_000_000
-FILE_DOCS_CAPACITY = 50_000
+FILE_DOCS_CAPACITY = 20_000  # about 5 KB of ids per file: Django's 2761 files hold 14 MB
 _VOCAB = _Vocabulary()
 _FILE_DOCS: OrderedDict[tuple[str, str], _FileDocs] = OrderedDict()
 _VOCAB_LOCK = threading.Lock()
@@ -287,7 +290,7 @@ class ProseIndex:
         docs: list[Symbol] = []
         parts: list[_FileDocs] = []
         with _VOCAB_LOCK:
-            if len(_VOCAB.tokens) > VOCAB_CAPACITY:
+            if max(len(_VOCAB.tokens), len(_VOCAB.ident_ids)) > VOCAB_CAPACITY:
                 _VOCAB = _Vocabulary()
                 _FILE_DOCS.clear()
             vocab_tokens = _VOCAB.tokens
