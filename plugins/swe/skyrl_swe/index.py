@@ -156,9 +156,9 @@ class _Budget:
 def parse_python(source: bytes, budget_s: float | None = None) -> FileSymbols:
     """Parse Python ``source`` with tree-sitter into symbols and call sites. Never raises on bad syntax.
 
-    Bounded for hostile input: over :data:`MAX_PARSE_BYTES` bytes, or past ``budget_s`` CPU seconds (default
-    :data:`PARSE_BUDGET_S`) in parsing, querying or symbol extraction, the result has no symbols or calls and
-    ``skipped`` says why."""
+    Bounded for hostile input: over :data:`MAX_PARSE_BYTES` bytes, past ``budget_s`` CPU seconds (default
+    :data:`PARSE_BUDGET_S`) in parsing or symbol extraction, or with a tree the query cursor would be slow on
+    (:func:`_too_costly`), the result has no symbols or calls and ``skipped`` says why."""
     import tree_sitter
 
     n_lines = source.count(b"\n") + 1
@@ -178,7 +178,7 @@ def parse_python(source: bytes, budget_s: float | None = None) -> FileSymbols:
         return over
     symbols: list[Symbol] = []
     calls: list[tuple[str, int]] = []
-    costly = _too_costly(tree.root_node) if tree.root_node.has_error or len(source) > 50_000 else ""
+    costly = _too_costly(tree.root_node)  # a deep tree needs no syntax error (a 25k-long attribute chain)
     if costly or budget():
         return attrs.evolve(over, skipped=costly) if costly else over
     # no progress callback here: QueryCursor.matches/captures crash with one in py-tree-sitter 0.26.1
