@@ -17,8 +17,10 @@ import logging
 import os
 import re
 import threading
+import time
 from collections import OrderedDict
 from concurrent.futures import ProcessPoolExecutor
+from itertools import chain
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -29,6 +31,15 @@ log = logging.getLogger(__name__)
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv", ".tox", ".nox",
                        ".mypy_cache", ".pytest_cache", ".eggs", "site-packages"})
 MAX_FILE_BYTES = 2_000_000  # generated or vendored blobs are not code worth indexing
+# Agent-written files are parsed on the host: tree-sitter's error recovery and its query cursor are superlinear on
+# some inputs (2 MB of "(" ran over 10 minutes; "def f(:" repeated, 2 s per 1.6 MB). A file is parsed for symbols
+# only below MAX_PARSE_BYTES, within PARSE_BUDGET_S of CPU time (parse and symbol extraction; Django 4.2.11's
+# slowest file takes 0.09 s) and when its tree has a shape the query cursor handles in bounded time (see
+# _too_costly); otherwise the file is indexed without symbols and says why, its text still searched.
+MAX_PARSE_BYTES = 1_000_000
+PARSE_BUDGET_S = 1.0
+MAX_TREE_DEPTH = 400  # levels of large subtrees; Django's deepest is 15 (CPython refuses 200 nested brackets)
+MAX_ERROR_CHILDREN = 256  # tokens directly under one syntax-error node
 
 
 @attrs.frozen
@@ -63,6 +74,7 @@ class FileSymbols:
     calls: tuple[tuple[str, int], ...]  # (called identifier or attribute, 1-based line)
     has_error: bool
     n_lines: int
+    skipped: str = ""  # why the file has no symbols although it may define some (over a byte or time budget)
 
 
 # -- parsing -------------------------------------------------------------------------------------------------------
@@ -98,28 +110,90 @@ def _enclosing(node) -> list:
     return out
 
 
-def _name_of(defn) -> str:
+def _text(source: bytes, node) -> str:
+    # from the source, not ``node.text``: a tree parsed from a read callback holds no text (``.text`` crashes)
+    return source[node.start_byte:node.end_byte].decode("utf-8", "replace")
+
+
+def _name_of(defn, source: bytes) -> str:
     name = defn.child_by_field_name("name")
-    return name.text.decode("utf-8", "replace") if name is not None else "?"
+    return _text(source, name) if name is not None else "?"
 
 
-def parse_python(source: bytes) -> FileSymbols:
-    """Parse Python ``source`` with tree-sitter into symbols and call sites. Never raises on bad syntax."""
+def _too_costly(root) -> str:
+    """Why tree-sitter's query cursor would take too long on this tree, or "". Its cost grows with the square of
+    an ERROR node's children (16k unmatched "(" take 0.36 s, 64k over 5 s) and with depth; it cannot be
+    interrupted (a progress callback crashes py-tree-sitter 0.26.1's ``matches``), so the shape is checked first:
+    level by level through subtrees of more than 256 nodes only (``descendant_count`` is O(1)), so the check
+    costs little (0.07 s for all of Django) and misses only error nodes of at most 256 children."""
+    frontier, depth = [root], 0
+    while frontier:
+        depth += 1
+        if depth > MAX_TREE_DEPTH:
+            return f"its syntax tree nests over {MAX_TREE_DEPTH} levels"
+        for node in frontier:
+            if node.is_error and node.child_count > MAX_ERROR_CHILDREN:
+                return (f"a syntax error spans {node.child_count} tokens at line {node.start_point[0] + 1} "
+                        f"(over {MAX_ERROR_CHILDREN})")
+        frontier = [c for node in frontier for c in node.children if c.descendant_count > 256]
+    return ""
+
+
+class _Budget:
+    """A CPU-time deadline for one parse (``time.thread_time``: the parsing thread's own CPU seconds, so load on
+    the machine does not skip files); called by tree-sitter's progress callbacks, True = stop."""
+
+    def __init__(self, seconds: float) -> None:
+        self.deadline = time.thread_time() + seconds
+        self.exceeded = False
+
+    def __call__(self, *_progress) -> bool:
+        if not self.exceeded and time.thread_time() > self.deadline:
+            self.exceeded = True
+        return self.exceeded
+
+
+def parse_python(source: bytes, budget_s: float | None = None) -> FileSymbols:
+    """Parse Python ``source`` with tree-sitter into symbols and call sites. Never raises on bad syntax.
+
+    Bounded for hostile input: over :data:`MAX_PARSE_BYTES` bytes, past ``budget_s`` CPU seconds (default
+    :data:`PARSE_BUDGET_S`) in parsing or symbol extraction, or with a tree the query cursor would be slow on
+    (:func:`_too_costly`), the result has no symbols or calls and ``skipped`` says why."""
     import tree_sitter
 
+    n_lines = source.count(b"\n") + 1
+    if len(source) > MAX_PARSE_BYTES:
+        return FileSymbols(symbols=(), calls=(), has_error=False, n_lines=n_lines,
+                           skipped=f"{len(source)} bytes, over the {MAX_PARSE_BYTES}-byte parse limit")
+    seconds = PARSE_BUDGET_S if budget_s is None else budget_s
+    budget = _Budget(seconds)
+    over = FileSymbols(symbols=(), calls=(), has_error=True, n_lines=n_lines,
+                       skipped=f"parsing took over {seconds:g} s of CPU time (parse budget)")
     parser, query = _python_parser()
-    tree = parser.parse(source)
+    view = memoryview(source)
+    try:
+        tree = parser.parse(lambda offset, _point: view[offset:offset + 65536], progress_callback=budget)
+    except ValueError:  # tree-sitter's "Parsing failed": the budget stopped it
+        parser.reset()  # else the next parse would resume this one
+        return over
     symbols: list[Symbol] = []
     calls: list[tuple[str, int]] = []
-    for _pattern, match in tree_sitter.QueryCursor(query).matches(tree.root_node):
+    costly = _too_costly(tree.root_node)  # a deep tree needs no syntax error (a 25k-long attribute chain)
+    if costly or budget():
+        return attrs.evolve(over, skipped=costly) if costly else over
+    # no progress callback here: QueryCursor.matches/captures crash with one in py-tree-sitter 0.26.1
+    matches = tree_sitter.QueryCursor(query).matches(tree.root_node)
+    for _pattern, match in matches:
+        if budget():
+            break
         if "call" in match:
             node = match["call"][0]
-            calls.append((node.text.decode("utf-8", "replace"), node.start_point[0] + 1))
+            calls.append((_text(source, node), node.start_point[0] + 1))
             continue
         kind = "class" if "class" in match else "function"
         defn = match[kind][0]
         parents = _enclosing(defn)
-        qual = ".".join([_name_of(p) for p in reversed(parents)] + [_name_of(defn)])
+        qual = ".".join([_name_of(p, source) for p in reversed(parents)] + [_name_of(defn, source)])
         if kind == "function" and parents and parents[0].type == "class_definition":
             kind = "method"
         body = defn.child_by_field_name("body")
@@ -131,14 +205,16 @@ def parse_python(source: bytes) -> FileSymbols:
         if kind == "class":
             sup = defn.child_by_field_name("superclasses")
             if sup is not None:
-                bases = tuple(c.text.decode("utf-8", "replace") for c in sup.named_children
+                bases = tuple(_text(source, c) for c in sup.named_children
                               if c.type not in ("keyword_argument", "comment"))
-        symbols.append(Symbol(path="", kind=kind, name=_name_of(defn), qualname=qual,
+        symbols.append(Symbol(path="", kind=kind, name=_name_of(defn, source), qualname=qual,
                               start=outer.start_point[0] + 1, end=defn.end_point[0] + 1, header_end=header_end,
                               bases=bases))
+    if budget.exceeded:
+        return over
     symbols.sort(key=lambda s: (s.start, -s.end))
     return FileSymbols(symbols=tuple(symbols), calls=tuple(calls), has_error=tree.root_node.has_error,
-                       n_lines=source.count(b"\n") + 1)
+                       n_lines=n_lines)
 
 
 # suffix -> parse function; add grammars here (each returns FileSymbols)
@@ -188,6 +264,7 @@ class FileEntry:
     calls: tuple[tuple[str, int], ...]
     has_error: bool
     n_lines: int
+    skipped: str = ""  # FileSymbols.skipped: why a file has no symbols (its text is still searched)
 
     def enclosing(self, line: int) -> Symbol | None:
         """The innermost definition containing 1-based ``line``."""
@@ -212,7 +289,7 @@ class CodeIndex:
         self.files: dict[str, FileEntry] = {}
         self.version = 0
         self.workers = workers if workers is not None else min(2, os.cpu_count() or 1)
-        self.stats: dict[str, int] = {}
+        self.stats: dict[str, Any] = {}
         self._dirs: dict[str, tuple[int, list[str], list[str]]] = {}
         self._last_refresh_ns = 0
         self._derived: dict[str, Any] = {}
@@ -261,14 +338,14 @@ class CodeIndex:
                     yield path[len(root) + 1:].replace(os.sep, "/"), st
         self._dirs = dirs
 
-    def refresh(self) -> dict[str, int]:
-        """Bring the index up to date with the files on disk; return counts (files, changed, parsed, removed)."""
+    def refresh(self) -> dict[str, Any]:
+        """Bring the index up to date with the files on disk; return counts (files, changed, parsed, removed)
+        and, when there are any, ``skipped``: relpath -> reason for each indexed file parsed without symbols (see
+        :func:`parse_python`; the search tool's metadata carries these stats)."""
         with self.lock:
             return self._refresh()
 
-    def _refresh(self) -> dict[str, int]:
-        import time
-
+    def _refresh(self) -> dict[str, Any]:
         started_ns = time.time_ns()
         seen: set[str] = set()
         changed: list[tuple[str, os.stat_result, bytes, str]] = []
@@ -311,13 +388,23 @@ class CodeIndex:
             symbols, calls = _with_path(result, rel)
             self.files[rel] = FileEntry(mtime_ns=st.st_mtime_ns, size=st.st_size, sha1=sha1, data=data,
                                         symbols=symbols, calls=calls, has_error=result.has_error,
-                                        n_lines=result.n_lines)
+                                        n_lines=result.n_lines, skipped=result.skipped)
         self._last_refresh_ns = started_ns
         if changed or removed:
             self.version += 1
+        for rel, _st, _data, _sha1 in changed:
+            if self.files[rel].skipped:
+                log.warning("index %s: %s indexed without symbols: %s", self.root, rel, self.files[rel].skipped)
         self.stats = {"files": len(self.files), "changed": len(changed), "parsed": len(parsed),
                       "removed": len(removed)}
+        skipped = self.skipped()
+        if skipped:
+            self.stats["skipped"] = skipped
         return self.stats
+
+    def skipped(self) -> dict[str, str]:
+        """relpath -> why that indexed file has no symbols (over the parse byte limit or CPU budget)."""
+        return {rel: entry.skipped for rel, entry in self.files.items() if entry.skipped}
 
     # -- derived tables (rebuilt lazily when the version changes) ------------------------------------------------
     def derived(self, key: str, build) -> Any:
@@ -347,15 +434,17 @@ class CodeIndex:
         return self.text(path).splitlines()
 
 
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+")
+IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+TOKEN_MEMO_CAPACITY = 500_000
 
 
-_TOKEN_MEMO: dict[str, tuple[str, ...]] = {}
-
-
-def _ident_tokens(ident: str) -> tuple[str, ...]:
+def ident_tokens(ident: str) -> tuple[str, ...]:
+    """The code tokens of one identifier: lower-cased whole, then its snake_case and camelCase parts
+    (``getHTTPResponse_code`` -> ``gethttpresponse_code``, ``get``, ``http``, ``response``, ``code``)."""
     low = ident.lower()
+    if "_" not in ident and ident[1:].islower():  # the common case: nothing to split
+        return (low,)
     out = [low]
     if "_" in ident or any(c.isupper() for c in ident[1:]):
         for part in ident.split("_"):
@@ -366,15 +455,19 @@ def _ident_tokens(ident: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+class _TokenMemo(dict):
+    """identifier -> :func:`ident_tokens`, filled on first sight (``__missing__`` keeps the hit path in C)."""
+
+    def __missing__(self, ident: str) -> tuple[str, ...]:
+        toks = self[ident] = ident_tokens(ident)
+        return toks
+
+
+_TOKEN_MEMO = _TokenMemo()
+
+
 def code_tokens(text: str) -> list[str]:
     """Tokens for BM25 over code and prose: each identifier lower-cased, plus its snake_case and camelCase parts."""
-    out: list[str] = []
-    memo = _TOKEN_MEMO
-    for ident in _IDENT.findall(text):
-        toks = memo.get(ident)
-        if toks is None:
-            toks = memo[ident] = _ident_tokens(ident)
-            if len(memo) > 500_000:
-                memo.clear()
-        out.extend(toks)
-    return out
+    if len(_TOKEN_MEMO) > TOKEN_MEMO_CAPACITY:
+        _TOKEN_MEMO.clear()
+    return list(chain.from_iterable(map(_TOKEN_MEMO.__getitem__, IDENT.findall(text))))

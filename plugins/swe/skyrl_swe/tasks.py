@@ -9,7 +9,8 @@ from .data import load_instances
 
 SYSTEM_PROMPT = (
     "You are a software engineer fixing an issue in a code repository. The repository is your working directory. "
-    "Use the tools: `search` to find code by name or structure, `bash` to run commands (tests, scripts), "
+    "Use the tools: `localize` first, with the whole issue text, for the files and functions to read; `search` to "
+    "find code by name or structure, `bash` to run commands (tests, scripts), "
     "`str_replace_editor` to view and edit files. Make the smallest change to non-test files that resolves the "
     "issue, check it by running the relevant tests, then call `submit`.")
 
@@ -18,8 +19,8 @@ USER_TEMPLATE = """<issue>
 </issue>
 
 The repository {repo} is checked out in the working directory. Resolve the issue above by editing the source
-files (tests are already in place; do not edit them). Steps: 1) locate the relevant code, 2) reproduce the
-problem, 3) fix it, 4) rerun the tests, 5) call `submit`."""
+files (tests are already in place; do not edit them). Steps: 1) locate the relevant code (`localize` with the
+issue text), 2) reproduce the problem, 3) fix it, 4) rerun the tests, 5) call `submit`."""
 
 
 def build_swe_instructions(instance: Instance, task: Task) -> list[dict]:
@@ -41,7 +42,8 @@ def _load_docker(spec: DataSpec) -> list[Instance]:
     return load_instances(attrs.evolve(spec, options=options))
 
 
-SWE_TOOLS = ("bash", "str_replace_editor", "search", "submit")
+# localize leads: an agent's first call (the whole issue text in, ranked files and functions out)
+SWE_TOOLS = ("localize", "bash", "str_replace_editor", "search", "submit")
 
 swe_task = Task(
     name="swe",
