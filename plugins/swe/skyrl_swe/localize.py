@@ -316,7 +316,7 @@ async def run_localize(args: dict, ctx) -> "ToolResult":
     loc = await asyncio.to_thread(localize, index, args["issue"], 10, args.get("path"))
     return ToolResult(output=render(loc, top), metadata={
         "files": [p for p, _ in loc.files[:top]], "functions": [s.ref for s, _ in loc.functions[:top]],
-        "queries": loc.queries, "index_version": index.version})
+        "queries": loc.queries, "index_version": index.version, "index": dict(index.stats)})
 
 
 def _make_tool():

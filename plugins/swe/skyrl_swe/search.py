@@ -429,7 +429,9 @@ class Searcher:
 
     def _outline(self, path: str) -> SearchOutput:
         entry = self.index.files[path]
-        rows = [f"## {path} ({entry.n_lines} lines{', has syntax errors: partial parse' if entry.has_error else ''})"]
+        state = (f", not parsed for definitions: {entry.skipped}; its text is still searched with `text:`"
+                 if entry.skipped else ", has syntax errors: partial parse" if entry.has_error else "")
+        rows = [f"## {path} ({entry.n_lines} lines{state})"]
         for s in entry.symbols:
             depth = s.qualname.count(".")
             bases = f"({', '.join(s.bases)})" if s.bases else ""

@@ -163,3 +163,12 @@ def test_a_module_level_binding_is_mentioned_beside_methods_of_that_name(tmp_pat
     out = Searcher(CodeIndex(tmp_path)).search("D")
     assert out.mode == "name" and out.refs == ["dateformat.py:DateFormat.D"]
     assert "Also bound at module level: measure.py:5  `D = Distance`" in out.text
+
+
+def test_an_outline_says_when_a_file_was_not_parsed_for_definitions(tmp_path):
+    from skyrl_swe import index as index_mod
+
+    (tmp_path / "big.py").write_text("def f():\n    pass\n" + "# pad\n" * (index_mod.MAX_PARSE_BYTES // 6 + 10))
+    out = Searcher(CodeIndex(tmp_path)).search("big.py")
+    assert out.mode == "outline" and "not parsed for definitions:" in out.text and "parse limit" in out.text
+    assert "partial parse" not in out.text
