@@ -134,6 +134,16 @@ def test_reasoning_split():
     assert result.reasoning == "plan" and result.content == "answer"
 
 
+def test_a_think_close_inside_a_call_is_argument_text():
+    """Found by the truncation property test: an argument holding ``</think>`` made everything before it
+    reasoning, so a call cut off after it was neither run nor reported as cut off."""
+    cut = hermes.parse('<tool_call>\n{"name": "a", "arguments": {"</think>', "length")
+    assert cut.calls == [] and cut.truncated and cut.reasoning == ""
+    whole = hermes.parse('<tool_call>{"name": "a", "arguments": {"</think>": null}}</tool_call>')
+    assert [(c.name, c.arguments) for c in whole.calls] == [("a", {"</think>": None})]
+    assert hermes.parse("plan</think><tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>").reasoning == "plan"
+
+
 def test_json_parser_ignores_tags_but_finds_objects():
     result = json_parser.parse('<tool_call>{"name": "f", "arguments": {"x": 1}}</tool_call> done')
     assert [(c.name, c.arguments) for c in result.calls] == [("f", {"x": 1})]

@@ -158,12 +158,14 @@ def split_reasoning(text: str, call_tags: Sequence[str] = ()) -> tuple[str, list
     A block opens with a ``<think>`` before the first of ``call_tags`` outside a block (reasoning comes before
     the calls; a ``<think>`` after a call's opening tag is text of the call, e.g. of an argument). An unclosed
     ``<think>`` runs to the end; a ``</think>`` with no opening (templates that put ``<think>`` in the prompt)
-    makes everything before it reasoning.
+    makes everything before it reasoning — when it comes before the first call tag (after one it is text of the
+    call: an argument may hold ``</think>``).
     """
     reasoning: list[str] = []
     first_close = text.find(THINK_CLOSE)
     first = _THINK.search(text)
-    if first_close != -1 and (first is None or first_close < first.start()):
+    first_tag = min((at for at in (text.find(tag) for tag in call_tags) if at != -1), default=len(text))
+    if first_close != -1 and first_close < first_tag and (first is None or first_close < first.start()):
         reasoning.append(text[:first_close])
         text = text[first_close + len(THINK_CLOSE):]
     out: list[str] = []
