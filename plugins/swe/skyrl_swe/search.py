@@ -218,30 +218,30 @@ class Searcher:
         if len(syms) > len(shown):
             rest = ", ".join(s.ref for s in syms[len(shown): len(shown) + 10])
             parts.append(f"[{len(syms) - len(shown)} more: {rest}{' ...' if len(syms) > len(shown) + 10 else ''}]")
-        callees: list[Symbol] = []
+        related: list[Symbol] = []  # what a precise answer calls, then what uses it: named, not shown
         if len(syms) <= 2:  # a precise answer: where its code leads is the next thing to read
-            for sym in shown:
-                callees += [c for c in callees_of(self.index, sym, self._in_scope) if c not in callees and c not in shown]
+            callees = list(dict.fromkeys(c for sym in shown for c in callees_of(self.index, sym, self._in_scope)
+                                         if c not in shown))
             if callees:
                 parts.append("Calls into: " + ", ".join(f"{c.qualname} ({c.path}:{c.start})" for c in callees[:8]))
-            users: list[tuple[Symbol, bool]] = []
+            users: dict[Symbol, bool] = {}  # user -> linked (the first shown definition's verdict)
             for sym in shown:
-                users += [(u, ok) for u, ok in users_of(self.index, sym, self._in_scope)
-                          if u not in shown and u not in callees and all(u != v for v, _ in users)]
-            used = [u for u, ok in users if ok]
-            named = [u for u, ok in users if not ok]
+                for u, ok in users_of(self.index, sym, self._in_scope):
+                    if u not in shown and u not in callees:
+                        users.setdefault(u, ok)
+            used = [u for u, ok in users.items() if ok][:8]
+            named = [u for u, ok in users.items() if not ok][:8]
             if used:
-                parts.append("Used by: " + ", ".join(f"{u.qualname} ({u.path}:{u.start})" for u in used[:8]))
+                parts.append("Used by: " + ", ".join(f"{u.qualname} ({u.path}:{u.start})" for u in used))
             if named:  # the same word, but nothing links it to this definition: said so, not called a use
                 parts.append(f"The name '{shown[0].name}' also occurs (not imported from here) in: " +
-                             ", ".join(f"{u.qualname} ({u.path}:{u.start})" for u in named[:8]))
-            users = [u for u, _ok in users]
-            callees = callees[:8] + users[:8]
+                             ", ".join(f"{u.qualname} ({u.path}:{u.start})" for u in named))
+            related = callees[:8] + list(users)[:8]
         if hint is None:
             hint = self._hint(shown, syms, skeletons)
         parts.append("Hint: " + hint)
         return SearchOutput("\n\n".join(parts), mode, [s.ref for s in shown], total=len(syms),
-                            more=[c.ref for c in callees] + [s.ref for s in syms[len(shown): len(shown) + 10]])
+                            more=[r.ref for r in related] + [s.ref for s in syms[len(shown): len(shown) + 10]])
 
     def _hint(self, shown: list[Symbol], syms: list[Symbol], skeletons: list[Symbol]) -> str:
         if skeletons and skeletons[0].kind == MODULE_KIND:
@@ -617,8 +617,7 @@ class Searcher:
     def prose_rank(self, query: str, k: int) -> list[Symbol]:
         """The ``k`` best modules and definitions for ``query`` by fielded BM25 (:mod:`skyrl_swe.search_prose`);
         tests only when the scope is inside a test tree."""
-        tests = bool(self.scope) and is_test_path(self.scope + ("/x.py" if not self.scope.endswith(".py") else ""))
-        hits = prose_index(self.index).rank(query, k, include_tests=tests, keep=lambda s: self._in_scope(s.path)
+        hits = prose_index(self.index).rank(query, k, include_tests=self._tests_in_scope(), keep=lambda s: self._in_scope(s.path)
                                             and (not self.kind or s.kind == self.kind))
         return [h.symbol for h in hits]
 
@@ -637,18 +636,15 @@ class Searcher:
         """Definitions whose code uses ``word`` as a whole identifier (most uses first, source before tests),
         or None when no indexed file does. Files are pre-filtered by their identifier sets
         (:func:`skyrl_swe.search_prose.file_words`, cached by content hash)."""
-        hits: dict[Symbol, int] = {}
-        where: dict[Symbol, list[int]] = {}
-        n_lines = 0
+        where: dict[Symbol, list[int]] = {}  # definition -> the lines using the word (their count ranks it)
         for path, entry, line in word_lines(self.index, word, self._in_scope):
             sym = entry.enclosing(line) or module_symbol(path, entry.n_lines)
             if not self.kind or sym.kind == self.kind:
-                hits[sym] = hits.get(sym, 0) + 1
                 where.setdefault(sym, []).append(line)
-                n_lines += 1
-        if not hits:
+        if not where:
             return None
-        syms = sorted(hits, key=lambda s: (place(s.path), -hits[s], s.kind == MODULE_KIND, s.path, s.start))
+        n_lines = sum(map(len, where.values()))
+        syms = sorted(where, key=lambda s: (place(s.path), -len(where[s]), s.kind == MODULE_KIND, s.path, s.start))
         near = f" (closest names: {', '.join(close)})" if close else ""
         callable_hint = f"; `calls:{word}` its call sites" if not _CONSTANT.match(word) else ""
         return self._results(syms, "usage", f"No definition named '{word}'{near}; it is used {n_lines} time(s) in "
@@ -662,16 +658,13 @@ class Searcher:
         if not rows:
             return SearchOutput(f"'{needle}' occurs in no indexed file.\n\nHint: search a definition name, or a "
                                 f"few words for text similarity.", "none")
-        hits: dict[Symbol, int] = {}
-        where: dict[Symbol, list[int]] = {}
+        where: dict[Symbol, list[int]] = {}  # definition -> the lines holding the string
         for path, line, _text in rows:
             entry = self.index.files[path]
             sym = entry.enclosing(line) or module_symbol(path, entry.n_lines)
-            if self.kind and sym.kind != self.kind:
-                continue
-            hits[sym] = hits.get(sym, 0) + 1
-            where.setdefault(sym, []).append(line)
-        syms = sorted(hits, key=lambda s: (place(s.path), -hits[s], s.kind == MODULE_KIND, s.path, s.start))
+            if not self.kind or sym.kind == self.kind:
+                where.setdefault(sym, []).append(line)
+        syms = sorted(where, key=lambda s: (place(s.path), -len(where[s]), s.kind == MODULE_KIND, s.path, s.start))
         if not syms:
             return self._text(needle)
         out = self._results(syms, "string", f"'{needle}' occurs {len(rows)}{'+' if len(rows) > 500 else ''} "

@@ -68,14 +68,15 @@ def _module_stem(path: str) -> str:
     return parts[-2] if parts[-1] == "__init__" and len(parts) > 1 else parts[-1]
 
 
-def _refers_to(data: bytes, name: str, stem: str) -> bool:
-    """Whether a file's text imports ``name`` from a module called ``stem`` (``from x.stem import a, name``,
-    ``from .stem import name``) or names it through that module (``stem.name``) — a word match alone would
-    count every namesake (``Library.filter`` is no user of ``QuerySet.filter``)."""
+def _reference_patterns(name: str, stem: str) -> tuple[re.Pattern, re.Pattern]:
+    """Patterns telling whether a file's text imports ``name`` from a module called ``stem`` (``from x.stem
+    import a, name``, ``from .stem import name``) or names it through that module (``stem.name``) — a word match
+    alone would count every namesake (``Library.filter`` is no user of ``QuerySet.filter``). Bounded repetitions:
+    the text is agent-written."""
     n, st = re.escape(name.encode()), re.escape(stem.encode())
     imported = re.compile(rb"^[ \t]*from[ \t]+[\w.]{0,300}?\b" + st + rb"[ \t]+import[ \t]+[^\n#]{0,2000}?\b" + n +
                           rb"\b(?![ \t]+as\b)", re.MULTILINE)
-    return imported.search(data) is not None or re.search(rb"\b" + st + rb"\." + n + rb"\b", data) is not None
+    return imported, re.compile(rb"\b" + st + rb"\." + n + rb"\b")
 
 
 def users(index: CodeIndex, sym: Symbol, in_scope: Callable[[str], bool],
@@ -83,17 +84,17 @@ def users(index: CodeIndex, sym: Symbol, in_scope: Callable[[str], bool],
     """The library definitions (tests and auxiliary files left out) whose code names ``sym`` as a whole word,
     most uses first, each with whether the use is *linked* to ``sym``: in ``sym``'s own file, or in a file that
     imports it (for a method: its class) from ``sym``'s module or names it through that module
-    (:func:`_refers_to`). An unlinked one only shares the name (``Library.filter`` and ``QuerySet.filter``) and
+    (:func:`_reference_patterns`). An unlinked one only shares the name (``Library.filter`` and ``QuerySet.filter``) and
     is shown as such. ``sym`` and its own members are not their own users."""
-    stem = _module_stem(sym.path)
     owner = sym.qualname.split(".")[0]  # a method is reached through its class: files that import the class
+    patterns = _reference_patterns(owner if sym.kind == "method" else sym.name, _module_stem(sym.path))
     linked: dict[str, bool] = {}
     hits: dict[Symbol, int] = {}
     for path, entry, line in word_lines(index, sym.name, lambda p: place(p) == 0 and in_scope(p)):
         if path not in linked:
             linked[path] = path == sym.path or (
-                owner in file_words(entry) and _refers_to(entry.data, owner, stem) if sym.kind == "method"
-                else _refers_to(entry.data, sym.name, stem))
+                (sym.kind != "method" or owner in file_words(entry))
+                and any(p.search(entry.data) is not None for p in patterns))
         user = entry.enclosing(line)
         if user is None or (user.path == sym.path and sym.start <= user.start <= sym.end):
             continue
