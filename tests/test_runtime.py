@@ -120,3 +120,22 @@ async def test_sandbox_identity_files_come_back_after_a_cleanup_removed_them():
     async with LocalSandbox() as rt:
         res = await rt.exec(["sh", "-c", "id -un; grep -c . /etc/passwd"])
     assert res.exit_code == 0 and res.output.split() == ["sandbox", "2"]
+
+
+@needs_bwrap
+async def test_attack_the_sandbox_identity_files_are_read_only_inside():
+    """Agent code cannot rewrite the passwd/group files every later sandbox in the process mounts (giving itself
+    another user name, or a shell for a second account)."""
+    from pathlib import Path
+
+    from skyrl_core.default_plugins.runtimes import sandbox
+
+    host_passwd = Path(sandbox._identity_dir(), "passwd")
+    before = host_passwd.read_text()
+    async with LocalSandbox() as rt:
+        res = await rt.exec(["sh", "-c", "echo 'root2:x:0:0::/:/bin/sh' 2>/dev/null >> /etc/passwd; echo $?; "
+                                         "rm -f /etc/group 2>/dev/null; echo $?; id -un"])
+    codes = res.output.split()
+    assert codes[0] != "0" and codes[1] != "0" and codes[2] == "sandbox"
+    assert host_passwd.read_text() == before
+

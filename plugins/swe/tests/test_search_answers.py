@@ -172,3 +172,29 @@ def test_an_outline_says_when_a_file_was_not_parsed_for_definitions(tmp_path):
     out = Searcher(CodeIndex(tmp_path)).search("big.py")
     assert out.mode == "outline" and "not parsed for definitions:" in out.text and "parse limit" in out.text
     assert "partial parse" not in out.text
+
+
+def test_attack_hostile_files_against_the_users_and_callees_scans(searcher, tmp_path):
+    """An agent-written 900 KB module of endless ``from`` prefixes, ``core.`` chains and receiver calls: the
+    linked-user and callee scans (bounded, anchored patterns) answer in seconds, and a file that only *says*
+    the name in a string or comment is never called a user."""
+    hostile = tmp_path / "lib" / "evil.py"
+    hostile.write_text("from " * 60_000 + "\n" + ("core." * 20_000 + "\n") + "x = " + "a." * 50_000 + "pretty_print\n"
+                       + "# pretty_print mentioned, from lib.core import nothing\ns = 'pretty_print'\n")
+    (tmp_path / "lib" / "decoy.py").write_text("def decoy():\n    return 'pretty_print'  # pretty_print\n")
+    started = time.monotonic()
+    out = searcher.search("pretty_print")
+    assert time.monotonic() - started < 20
+    assert "Used by: Command.execute (lib/admin.py:5)\n" in out.text  # the decoy's mentions are no use
+    assert "also occurs (not imported from here) in: decoy (lib/decoy.py:1)" in out.text
+
+
+def test_attack_hostile_issue_text_for_localize_stays_bounded(searcher):
+    """An issue text an agent (or a scraped issue) made hostile: after a real title, 300 KB of ``a/`` segments,
+    ``.py`` runs and quotes: localize reads at most MAX_TEXT characters, its patterns are bounded, and it answers
+    in seconds without raising."""
+    text = "Fix cursor.py crash\n" + "a/" * 50_000 + "x.py " + ".py" * 20_000 + ' "' * 10_000 + "\n"
+    started = time.monotonic()
+    loc = localize(searcher.index, text)
+    assert time.monotonic() - started < 30
+    assert loc.files and loc.files[0][0] == "lib/cursor.py"
