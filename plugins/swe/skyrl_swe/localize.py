@@ -217,10 +217,10 @@ def localize(index: CodeIndex, text: str, max_queries: int = 10, path: str | Non
 
             closeness = fuzz.ratio(q.rsplit(".", 1)[-1].lower(), syms[0].name.lower())
             weight = WEIGHTS["fuzzy"] + (WEIGHTS["name"] - WEIGHTS["fuzzy"]) * max(0.0, closeness - 80) / 20
-        if q in title:  # the title names what it is about
-            weight *= WEIGHTS["title"]
         if out.mode == "usage" and out.total <= 2:  # a word used in one or two places only: it points there
             weight = WEIGHTS["name"]
+        if q in title:  # the title names what it is about
+            weight *= WEIGHTS["title"]
         if out.mode in ("name", "string", "usage", "fuzzy", "alias") and out.total > 1:
             weight *= max(0.25, min(1.0, 2 / math.sqrt(out.total)))  # a name defined everywhere says little
         fusion.add(f"{out.mode}:{q}", weight, syms, files)
