@@ -32,11 +32,17 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
+def outcome_counts(trajectories: Sequence[Any]) -> dict[str, int]:
+    """Verifier outcomes (``scored``/``tampered``/``unverifiable``, docs/runtimes.md) counted over the trajectories
+    whose verifier ran; an unverifiable one is also an ``error_eval`` finish, loss-masked."""
+    return dict(Counter(str(t.metrics["outcome"]) for t in trajectories if "outcome" in t.metrics).most_common())
+
+
 def eval_metrics(trajectories: Sequence[Trajectory], wall_s: float, dispatch: dict | None = None) -> dict[str, Any]:
     """Summary of an eval: ``pass@1`` and ``pass@k`` (k = samples per instance, and powers of two below it),
     ``reward_mean``, ``mean_turns``, ``finish_reasons`` (counts), ``tool_calls`` (calls per tool),
     ``tokens_in``/``tokens_out`` (prompt tokens sent / tokens generated, summed over LLM calls), ``masked``
-    (fraction loss-masked), ``trajectory_metrics`` (:func:`trajectory_metric_means`), ``wall_s`` (seconds, including engine start-up in ``run_eval``) and the
+    (fraction loss-masked), ``outcomes`` (verifier outcomes, :func:`outcome_counts`), ``trajectory_metrics`` (:func:`trajectory_metric_means`), ``wall_s`` (seconds, including engine start-up in ``run_eval``) and the
     dispatcher's metrics under ``dispatch``."""
     groups: dict[str, list[Trajectory]] = defaultdict(list)
     for t in trajectories:
@@ -61,6 +67,7 @@ def eval_metrics(trajectories: Sequence[Trajectory], wall_s: float, dispatch: di
         "tokens_out": sum(len(x.output_ids) for t in trajectories for x in t.transitions),
         "llm_calls": sum(len(t.transitions) for t in trajectories),
         "masked": sum(t.masked for t in trajectories) / n,
+        "outcomes": outcome_counts(trajectories),
         "wall_s": wall_s,
     })
     means = trajectory_metric_means(trajectories)

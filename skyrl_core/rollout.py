@@ -39,7 +39,7 @@ from .inference.base import SamplingParams
 from .inference.router import routing_key
 from .plugins import get_registry
 from .runtime import RuntimeSpec
-from .tasks import Instance, Task, VerifierResult, run_verifier
+from .tasks import TAMPERED, UNVERIFIABLE, Instance, Task, Unverifiable, VerifierResult, run_verifier
 from .tools import Tool, ToolContext
 from .transitions import Trajectory
 
@@ -135,6 +135,21 @@ def checked_reward(reward: Any, verifier: str = "verifier") -> float:
 
 def _is_async_callable(fn: Any) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+
+
+def apply_verifier_result(traj: Any, result: VerifierResult, verifier_name: str) -> None:
+    """Record a verdict on ``traj`` under the outcome contract: ``metrics["outcome"]`` always; *tampered* keeps
+    reward 0 with ``metrics["tampered"]`` = reason (trained on: the agent did it); *unverifiable* raises
+    :class:`~skyrl_core.tasks.Unverifiable`, so the dispatcher ends the trajectory ``error_eval``, loss-masked."""
+    traj.metrics.update(result.metrics)
+    traj.metrics["outcome"] = result.outcome
+    if result.outcome == UNVERIFIABLE:
+        raise Unverifiable(f"verifier {verifier_name!r} could not decide: {result.reason or 'no reason given'}")
+    if result.outcome == TAMPERED:
+        traj.reward = 0.0
+        traj.metrics["tampered"] = result.reason or "tampering detected"
+        return
+    traj.reward = checked_reward(result.reward, verifier_name)
 
 
 async def call_verifier(verifier: Any, trajectory: Any, runtime: Any, instance: Instance) -> VerifierResult:
@@ -342,8 +357,7 @@ class RolloutSession:
         async def evaluate(traj: Trajectory) -> None:
             slot = slots[id(traj)]
             result = await call_verifier(slot.resolved.verifier, traj, slot.runtime, slot.instance)
-            traj.reward = checked_reward(result.reward, slot.resolved.verifier_name)
-            traj.metrics.update(result.metrics)
+            apply_verifier_result(traj, result, slot.resolved.verifier_name)
 
         async def release(traj: Trajectory) -> None:
             slot = slots[id(traj)]

@@ -16,12 +16,40 @@ class Instance:
     data: dict[str, Any]
 
 
+# The three outcomes every verifier reports (docs/runtimes.md, "Verifier outcomes"):
+SCORED = "scored"  # the reward measures the agent's work
+TAMPERED = "tampered"  # the agent's own doing broke or forged the check: reward 0, trained on, reason kept
+UNVERIFIABLE = "unverifiable"  # the infrastructure failed: the trajectory ends error_eval, loss-masked, counted
+OUTCOMES = (SCORED, TAMPERED, UNVERIFIABLE)
+
+
+class Unverifiable(Exception):
+    """Raised by a verifier (or returned as ``VerifierResult.unverifiable``) when the infrastructure, not the agent,
+    kept the outcome from being decided: a dead container, an environment that did not build, a host timeout.
+    The trajectory ends ``error_eval`` and is loss-masked; never reward 0 trained as a negative example."""
+
+
 @attrs.define
 class VerifierResult:
-    """A verifier's verdict: ``reward`` (a float, usually 0 or 1) and per-trajectory ``metrics``."""
+    """A verifier's verdict: ``reward`` (a float, usually 0 or 1), per-trajectory ``metrics``, and the ``outcome``:
+    ``scored`` (default), ``tampered`` (reward 0, ``reason`` says what was found) or ``unverifiable`` (``reason``
+    says what failed; the rollout ends the trajectory ``error_eval``, loss-masked). Blame is decided by evidence
+    the agent cannot produce (a control run, exit status, a build log), never by default."""
 
     reward: float
     metrics: dict[str, Any] = attrs.Factory(dict)
+    outcome: str = attrs.field(default=SCORED, validator=attrs.validators.in_(OUTCOMES))
+    reason: str | None = None
+
+    @classmethod
+    def tampered(cls, reason: str, metrics: dict[str, Any] | None = None) -> "VerifierResult":
+        """Reward 0 for the agent's own tampering; ``reason`` names the evidence."""
+        return cls(reward=0.0, metrics=dict(metrics or {}), outcome=TAMPERED, reason=reason)
+
+    @classmethod
+    def unverifiable(cls, reason: str, metrics: dict[str, Any] | None = None) -> "VerifierResult":
+        """No verdict: the infrastructure failed (``reason``); the trajectory is masked, never scored 0."""
+        return cls(reward=0.0, metrics=dict(metrics or {}), outcome=UNVERIFIABLE, reason=reason)
 
 
 @attrs.define(frozen=True)

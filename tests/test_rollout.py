@@ -66,6 +66,13 @@ def bad_reward_verifier(trajectory, runtime, instance):
     return {"a": VerifierResult(reward=float("nan")), "b": float("inf"), "c": VerifierResult(reward="1")}[instance.id]
 
 
+def outcome_verifier(trajectory, runtime, instance):
+    """One verdict per outcome of the contract: a is scored 1, b tampered (reward 1 asked, 0 given), c unverifiable."""
+    return {"a": VerifierResult(reward=1.0),
+            "b": VerifierResult(reward=1.0, outcome="tampered", reason="runner shadowed by ./pytest.py"),
+            "c": VerifierResult.unverifiable("environment did not build: pip exited 1")}[instance.id]
+
+
 def blocking_verifier(trajectory, runtime, instance):
     """A synchronous verifier that blocks for 1 s (as a subprocess-based test run does)."""
     import threading
@@ -124,6 +131,7 @@ class FakePlugin:
         register(raising_verifier, name="raises")
         register(bad_reward_verifier, name="bad_reward")
         register(blocking_verifier, name="blocking")
+        register(outcome_verifier, name="outcomes")
 
     @hookimpl
     def register_runtimes(self, register):
@@ -298,6 +306,32 @@ async def test_non_finite_and_non_numeric_rewards_end_their_trajectory_error_eva
 
     batch = build_training_batch(trajs)
     assert batch.metrics["failed_trajectories"] == 6.0 and batch.metrics["reward_mean"] == 0.0
+
+
+async def test_verifier_outcomes_scored_tampered_and_unverifiable(registry, engine):
+    """The outcome contract (docs/runtimes.md): tampered trains at reward 0 with its reason; unverifiable is
+    error_eval, loss-masked and counted, never a 0 trained as a negative example."""
+    from skyrl_core.evaluate import eval_metrics
+    from skyrl_core.postprocess import build_training_batch
+    from skyrl_core.trainer.loop import trajectory_summary
+
+    cfg = config(tasks=[TaskConfig(name="arith", verifier="outcomes")])
+    session = await RolloutSession.create(cfg, engine=AnswerFromPrompt(engine, run_model=False), registry=registry)
+    trajs, _ = await session.rollout(session.load_instances("eval"), n_samples=2)
+    by_id = {t.instance_id: t for t in trajs}
+    a, b, c = by_id["a"], by_id["b"], by_id["c"]
+    assert (a.reward, a.masked, a.metrics["outcome"]) == (1.0, False, "scored")
+    assert (b.reward, b.masked, b.finish_reason) == (0.0, False, "finished")
+    assert b.metrics["outcome"] == "tampered" and "pytest.py" in b.metrics["tampered"]
+    assert (c.finish_reason, c.masked, c.reward, c.metrics["outcome"]) == ("error_eval", True, 0.0, "unverifiable")
+    assert "environment did not build" in c.error
+    assert eval_metrics(trajs, 1.0)["outcomes"] == {"scored": 2, "tampered": 2, "unverifiable": 2}
+    summary = trajectory_summary(trajs)
+    assert summary["outcome/unverifiable"] == 2.0 and summary["outcome/tampered"] == 2.0
+    batch = build_training_batch(trajs, skip_zero_advantage=False)  # each group's rewards are equal
+    masks = {d.trajectory_id.split(":")[1].split("#")[0]: d.loss_mask for d in batch.data}
+    assert masks == {"a": 1, "b": 1, "c": 0}
+    await session.close()
 
 
 async def test_a_synchronous_verifier_runs_off_the_event_loop(registry, engine):

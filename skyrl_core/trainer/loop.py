@@ -132,6 +132,9 @@ def trajectory_summary(trajectories: Sequence[Any], per_task: bool = True) -> di
     }
     for reason, count in Counter(t.finish_reason or "none" for t in trajectories).items():
         out[f"finish/{reason}"] = count / n
+    # verifier outcomes as counts: an unverifiable trajectory is masked (error_eval), a tampered one trains at 0
+    for outcome in ("tampered", "unverifiable"):
+        out[f"outcome/{outcome}"] = float(sum(t.metrics.get("outcome") == outcome for t in trajectories))
     return out
 
 
