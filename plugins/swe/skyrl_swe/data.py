@@ -125,7 +125,28 @@ def normalise_row(row: dict, base_dir: Path | None = None) -> dict:
         raise ConfigError(f"a row has no instance_id (keys: {', '.join(sorted(row))}); expected SWE-bench, SWE-Gym "
                           f"or R2E-Gym rows")
     data.setdefault("source_format", "swe-bench")
+    for key in _COMMAND_FIELDS:
+        _check_commands(data, key)
     return data
+
+
+_COMMAND_FIELDS = ("environment_setup", "pre_install", "install", "rebuild")
+
+
+def _check_commands(data: dict, key: str) -> None:
+    """Refuse a row whose command field is no command: not a string or a list of strings, or a commit id (the
+    SWE-bench harness's ``environment_setup_commit`` names a commit, not commands)."""
+    value = data.get(key)
+    if value is None or value == "":
+        return
+    items = value if isinstance(value, list) else [value]
+    if not all(isinstance(v, str) for v in items):
+        raise ConfigError(f"instance {data['instance_id']}: field {key!r} must be shell commands (a string, one "
+                          f"command a line, or a list of strings), not {type(value).__name__}")
+    if any(len(v.strip()) == 40 and all(c in "0123456789abcdef" for c in v.strip()) for v in items):
+        raise ConfigError(f"instance {data['instance_id']}: field {key!r} holds a commit id, not commands (SWE-bench's "
+                          f"environment_setup_commit names the commit whose environment to use; give the setup "
+                          f"commands instead, or leave the field out)")
 
 
 def load_rows(spec: DataSpec) -> list[dict]:

@@ -4,13 +4,15 @@ Two layers, as the SWE-bench harness has an environment image per repository ver
 instance:
 
 1. **the environment** (per repository version): a venv of the host's base interpreter holding pip, pytest (the
-   row's ``pytest`` pin, else the latest), the row's ``requirements`` and ``pip_packages``, then the row's
-   ``environment_setup`` commands (a string, one command a line, or a list). Key: ``env_key`` in the row, else
-   ``repo@version``, plus a hash of the Python version, the packages and the commands.
-2. **the install** (per repository content, only when the row has an ``install`` step, e.g.
-   ``python -m pip install -e .``): a pristine copy of the repository and a small venv layered over the
-   environment (a ``.pth`` file adds the environment's site-packages), in which the install step runs with the
-   copy as its working directory. What the step leaves in the copy (compiled extensions, generated version
+   row's ``pytest`` pin, else the latest), the row's ``requirements`` and ``pip_packages``. Key: ``env_key`` in
+   the row, else ``repo@version``, plus a hash of the Python version and the packages.
+2. **the install** (per repository content, when the row has ``environment_setup``, ``pre_install`` or
+   ``install`` commands, e.g. ``pip install -e .``): a pristine copy of the repository and a small venv layered
+   over the environment (a ``.pth`` file adds the environment's site-packages), in which the row's
+   ``environment_setup`` commands (a string, one command a line, or a list), then ``pre_install`` and
+   ``install`` run with the copy as their working directory — where rows in the wild expect them: their
+   ``environment_setup`` holds ``pip install -e .`` as often as version pins. (Built without a repository,
+   ``environment_setup`` runs in the environment's own directory.) What the step leaves in the copy (compiled extensions, generated version
    files, ``*.egg-info``) is the tree every workspace is copied from; what it installs (distribution metadata,
    entry points, console scripts) lives in the small venv. Key: the environment's key plus a hash of the
    repository's files (paths and bytes) and of the command.
@@ -168,7 +170,7 @@ class RepoEnvironments:
 
     @staticmethod
     def setup_for(data: dict) -> list[str]:
-        """The row's ``environment_setup`` commands (run in the environment's directory)."""
+        """The row's ``environment_setup`` commands (run in the repository copy, before the install step)."""
         return _commands(data.get("environment_setup"))
 
     @staticmethod
@@ -177,10 +179,11 @@ class RepoEnvironments:
         return _commands(data.get("pre_install")) + _commands(data.get("install"))
 
     @classmethod
-    def key_for(cls, data: dict) -> str:
+    def key_for(cls, data: dict, with_setup: bool = False) -> str:
+        """The environment layer's key; ``with_setup``: the layer also runs ``environment_setup`` (no source)."""
         key = data.get("env_key") or f"{data.get('repo', 'repo')}@{data.get('version') or 'any'}"
-        return key + "+" + _digest(sys.version.split()[0], *sorted(cls.packages_for(data)), "--setup--",
-                                   *cls.setup_for(data))
+        setup = ["--setup--", *cls.setup_for(data)] if with_setup else []
+        return key + "+" + _digest(sys.version.split()[0], *sorted(cls.packages_for(data)), *setup)
 
     def path_for(self, key: str) -> Path:
         slug = "".join(c if c.isalnum() or c in "-_.@+" else "_" for c in key)
@@ -190,12 +193,13 @@ class RepoEnvironments:
     def get(self, data: dict, source: Path | None = None, isolation: str = "bubblewrap") -> Environment:
         """The environment of an instance (``data``: its row; ``source``: its pristine repository), building
         the missing layers first (seconds to minutes; cached afterwards)."""
-        key = self.key_for(data)
-        env = self._layer(key, lambda path: self._build_env(path, key, data, isolation))
-        install = self.install_for(data)
+        key = self.key_for(data, with_setup=source is None)
+        env = self._layer(key, lambda path: self._build_env(path, key, data, isolation, with_setup=source is None))
+        install = [(f"environment_setup: {cmd}", cmd) for cmd in self.setup_for(data)]
+        install += [(f"install: {cmd}", cmd) for cmd in self.install_for(data)]
         if not install or source is None:
             return Environment(venv=env, mounts=(str(env),), tree=None, key=key)
-        ikey = f"{key}+install-{_digest(tree_digest(Path(source)), *install)}"
+        ikey = f"{key}+install-{_digest(tree_digest(Path(source)), *(cmd for _, cmd in install))}"
         layer = self._layer(ikey, lambda path: self._build_install(path, ikey, env, Path(source), install,
                                                                    isolation))
         return Environment(venv=layer / "venv", mounts=(str(env), str(layer)), tree=layer / "src", key=ikey)
@@ -227,7 +231,7 @@ class RepoEnvironments:
                     log.info("built environment layer %s in %.1f s", key, time.monotonic() - t0)
         return path
 
-    def _build_env(self, path: Path, key: str, data: dict, isolation: str) -> None:
+    def _build_env(self, path: Path, key: str, data: dict, isolation: str, with_setup: bool) -> None:
         packages = self.packages_for(data)
         pip_dir = _pip_package()
         path.mkdir(parents=True)
@@ -237,11 +241,11 @@ class RepoEnvironments:
             ("install pip and the row's packages", [f"{path}/bin/python", "-m", "pip", "install", "-q",
                                                     "--no-cache-dir", "pip", *packages],
              {"PYTHONPATH": os.path.dirname(pip_dir)}),
-            *[(f"environment_setup: {cmd}", cmd, {}) for cmd in self.setup_for(data)],
+            *[(f"environment_setup: {cmd}", cmd, {}) for cmd in (self.setup_for(data) if with_setup else [])],
         ]
         run_steps(key, path, steps, ro_paths=[pip_dir], venv=path, isolation=isolation)
 
-    def _build_install(self, path: Path, key: str, env: Path, source: Path, install: list[str],
+    def _build_install(self, path: Path, key: str, env: Path, source: Path, install: list[tuple[str, str]],
                        isolation: str) -> None:
         path.mkdir(parents=True)
         shutil.copytree(source, path / "src", symlinks=True,
@@ -263,7 +267,7 @@ class RepoEnvironments:
                   f"> {shlex.quote(str(venv / 'bin'))}/\"$n\" && chmod +x {shlex.quote(str(venv / 'bin'))}/\"$n\"; "
                   f"done")
         steps = [("layer a venv over the environment", layer, {}),
-                 *[(f"install: {cmd}", cmd, {}) for cmd in install]]
+                 *[(what, cmd, {}) for what, cmd in install]]
         run_steps(key, path, steps, ro_paths=[str(env)], venv=venv, isolation=isolation, cwd=path / "src")
 
 

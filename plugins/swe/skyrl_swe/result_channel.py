@@ -32,7 +32,8 @@ def pytest_collection_finish(session):
 
 def pytest_runtest_logreport(report):
     _send({"event": "report", "id": report.nodeid, "when": report.when, "outcome": report.outcome,
-           "xfail": bool(getattr(report, "wasxfail", None) is not None)})
+           "xfail": bool(getattr(report, "wasxfail", None) is not None),
+           "subtest": type(report).__name__ == "SubtestReport"})  # pytest 9: one per subTest, same id and phase
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -119,6 +119,16 @@ def exec_env(workspace: Path, env_dir: Path | None) -> dict[str, str]:
     return out
 
 
+def copy_missing(src: Path, dst: Path) -> None:
+    """Copy the entries of ``src`` that ``dst`` lacks (symlinks as links; directories merged recursively)."""
+    def present(directory: str, names: list[str]) -> set[str]:
+        target = dst / Path(directory).relative_to(src)
+        return {n for n in names if os.path.lexists(target / n)
+                and ((target / n).is_symlink() or not (target / n).is_dir() or os.path.islink(Path(directory, n)))}
+
+    shutil.copytree(src, dst, dirs_exist_ok=True, symlinks=True, ignore=present)
+
+
 # -- runtimes ------------------------------------------------------------------------------------------------------
 class SweSandbox(LocalSandbox):
     """A bubblewrap sandbox over a copy of the instance's repository, with the repository's environment mounted
@@ -174,11 +184,12 @@ class SweSandbox(LocalSandbox):
             shutil.rmtree(self.workspace)
             self.workspace.mkdir()
         env = ENVIRONMENTS.get(data, Path(source), isolation=self.spec.isolation)
-        # what the install step added to the tree (compiled extensions, *.egg-info), under the repository's own
-        # files as they are at the base commit (a version file the build rewrote is the repository's again)
-        if env.tree is not None:
-            shutil.copytree(env.tree, self.workspace, dirs_exist_ok=True, symlinks=True)
+        # the repository's own files as they are at the base commit, then what the install step added to the tree
+        # (compiled extensions, *.egg-info) where the repository has nothing (a version file the build rewrote
+        # stays the repository's; a symlink is copied once, never over itself)
         shutil.copytree(source, self.workspace, dirs_exist_ok=True, symlinks=True)
+        if env.tree is not None:
+            copy_missing(env.tree, self.workspace)
         self.base_commit = init_baseline(self.workspace, self._base_git())
         self.env_dir = env.venv
         self.ro_paths.extend(m for m in env.mounts if m not in self.ro_paths)

@@ -33,7 +33,7 @@ from skyrl_core.runtime import RuntimeSpec
 
 from .grading import (ERROR, FAILED, MISSING, PASSED, SKIPPED, convention_of, django_labels, grade_tests,  # noqa: F401
                       lookup, parse_django, parse_junit, parse_pytest_summary)
-from .runtime import SweSandbox, ensure_prepared
+from .runtime import EnvironmentBuildError, RepoUnavailable, SweSandbox, ensure_prepared
 
 log = logging.getLogger(__name__)
 
@@ -193,6 +193,7 @@ def read_channel(lines: list[str], exit_code: int | None) -> tuple[dict[str, str
     collected: list[str] | None = None
     phases: dict[tuple[str, str], dict] = {}
     finish: list[int] = []
+    failed_subtests: set[str] = set()
     for line in lines:
         try:
             event = json.loads(line)
@@ -206,6 +207,10 @@ def read_channel(lines: list[str], exit_code: int | None) -> tuple[dict[str, str
             collected = list(event.get("ids") or [])
         elif kind == "report":
             key = (str(event.get("id")), str(event.get("when")))
+            if event.get("subtest"):  # several per test (pytest 9 subTest): any failure fails the test
+                if event.get("outcome") == "failed":
+                    failed_subtests.add(key[0])
+                continue
             if key in phases:  # the first report stands; a second one can only be injected
                 problems.append(f"the {key[1]} phase of {key[0]} was reported twice")
                 continue
@@ -231,6 +236,8 @@ def read_channel(lines: list[str], exit_code: int | None) -> tuple[dict[str, str
             status = PASSED if xfail else SKIPPED
         else:
             continue
+        if when == "call" and test_id in failed_subtests and status != ERROR:
+            status = FAILED  # the test's own call report passes although a subtest failed
         previous = results.get(test_id)
         if previous in (FAILED, ERROR) or (previous == SKIPPED and status == PASSED):
             continue
@@ -383,8 +390,12 @@ async def verify_patch(instance: Instance, patch: str, runtime_cls: type | None 
     if hasattr(check, "result_channel"):  # docker: mount the channel into this fresh container
         check.result_channel = True
     try:
-        await check.start()
-        await ensure_prepared(check, instance)
+        try:
+            await check.start()
+            await ensure_prepared(check, instance)
+        except (EnvironmentBuildError, RepoUnavailable) as exc:  # the row's environment, not the agent: no verdict
+            metrics["error"] = f"unverifiable: {exc}"
+            return VerifierResult.unverifiable(f"the instance's environment could not be built: {exc}", metrics)
         ok, how = await apply_patch(check, kept)
         metrics["patch_applied"] = ok
         if not ok:
