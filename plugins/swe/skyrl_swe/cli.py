@@ -87,13 +87,16 @@ def verify_command(
     runtime: str = typer.Option("swe_sandbox", "--runtime", help="Where the tests run: swe_sandbox or docker "
                                 "(the instance's image; see build-images)."),
 ) -> None:
-    """Score patches against instances with the swe_tests verifier; prints one JSON line per instance."""
+    """Score patches against instances with the swe_tests verifier: one JSON line per instance (every one, also
+    after one fails to verify: its ``outcome`` is then ``error`` with the exception), then a summary table.
+    Exits 1 when any instance could not be verified (error, unverifiable or skipped)."""
     from skyrl_core import DataSpec
 
     from .data import load_instances
     from .verifier import verify_patch
 
-    instances = load_instances(DataSpec(path=str(data), options={"runtime": runtime}))
+    skipped: list[dict] = []
+    instances = load_instances(DataSpec(path=str(data), options={"runtime": runtime}), skipped=skipped)
     patches = {i.id: i.data.get("patch", "") for i in instances}
     if predictions:
         patches = {}
@@ -113,17 +116,48 @@ def verify_command(
 
     runtime_cls = DockerRuntime if runtime == "docker" else SweSandbox
 
+    rows: list[dict] = [{"instance_id": s["instance_id"], "outcome": "skipped", "reward": None,
+                         "error": s["reason"]} for s in skipped]
+
     async def go():
         for inst in instances:
             if inst.id not in patches:
                 continue
-            res = await verify_patch(inst, patches[inst.id], runtime_cls, RuntimeSpec(type=runtime))
-            typer.echo(json.dumps({"instance_id": inst.id, "reward": res.reward,
-                                   "fail_to_pass": res.metrics.get("fail_to_pass"),
-                                   "pass_to_pass": res.metrics.get("pass_to_pass"),
-                                   "error": res.metrics.get("error")}))
+            try:
+                res = await verify_patch(inst, patches[inst.id], runtime_cls, RuntimeSpec(type=runtime))
+            except Exception as exc:  # one broken instance never hides the others' results
+                row = {"instance_id": inst.id, "outcome": "error", "reward": None,
+                       "error": f"{type(exc).__name__}: {exc}"}
+            else:
+                row = {"instance_id": inst.id, "outcome": res.outcome, "reward": res.reward,
+                       "fail_to_pass": res.metrics.get("fail_to_pass"),
+                       "pass_to_pass": res.metrics.get("pass_to_pass"),
+                       "error": res.reason or res.metrics.get("error")}
+            rows.append(row)
+            typer.echo(json.dumps(row))
 
     asyncio.run(go())
+    typer.echo(verify_summary(rows))
+    if any(r["outcome"] not in ("scored", "tampered") for r in rows):
+        raise typer.Exit(1)
+
+
+def verify_summary(rows: list[dict]) -> str:
+    """A plain-text table of ``skyrl swe verify`` results (one line per instance, the error cut to 100
+    characters) and the counts per outcome and of reward 1."""
+    width = max([len("instance")] + [len(r["instance_id"]) for r in rows])
+    lines = [f"{'instance':<{width}}  {'outcome':<12}  reward  f2p      p2p      error",]
+    for r in rows:
+        reward = "-" if r.get("reward") is None else f"{r['reward']:g}"
+        error = " ".join(str(r.get("error") or "").split())
+        lines.append(f"{r['instance_id']:<{width}}  {r['outcome']:<12}  {reward:<6}  "
+                     f"{str(r.get('fail_to_pass') or '-'):<7}  {str(r.get('pass_to_pass') or '-'):<7}  "
+                     f"{error[:100] + ('...' if len(error) > 100 else '')}")
+    counts = {o: sum(r["outcome"] == o for r in rows) for o in ("scored", "tampered", "unverifiable", "error",
+                                                                  "skipped")}
+    resolved = sum(r.get("reward") == 1.0 for r in rows)
+    lines.append(f"{len(rows)} instance(s): {resolved} reward 1; " + ", ".join(f"{n} {o}" for o, n in counts.items()))
+    return "\n".join(lines)
 
 
 @swe_app.command("localize")

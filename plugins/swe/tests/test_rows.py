@@ -133,3 +133,25 @@ def test_subtest_reports_are_aggregated_worst_wins_and_a_second_plain_report_is_
     assert results == {"t.py::T::test_a": "FAILED", "t.py::T::test_b": "PASSED"} and problems == []
     forged = lines[:-1] + [ev(event="report", id="t.py::T::test_a", when="call", outcome="passed"), lines[-1]]
     assert any("reported twice" in p for p in read_channel(forged, 1)[1])
+
+
+def test_verify_command_reports_every_instance_and_a_summary(project, tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from skyrl_swe.cli import swe_app
+
+    good = row(project).data
+    broken = {**good, "instance_id": "loud__loud-2", "environment_setup": "pip install -e . && exit 3"}
+    raising = {**good, "instance_id": "loud__loud-3", "test_cmd": ["pytest"]}  # a list: the runner check raises
+    after = {**good, "instance_id": "loud__loud-4"}
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in (good, broken, raising, after)))
+    result = CliRunner().invoke(swe_app, ["verify", str(path)])
+    lines = [json.loads(line) for line in result.output.splitlines() if line.startswith("{")]
+    outcomes = {r["instance_id"]: (r["outcome"], r["reward"]) for r in lines}
+    assert outcomes == {"loud__loud-1": ("scored", 1.0), "loud__loud-2": ("unverifiable", 0.0),
+                        "loud__loud-3": ("error", None), "loud__loud-4": ("scored", 1.0)}, result.output
+    assert "4 instance(s): 2 reward 1; 2 scored, 0 tampered, 1 unverifiable, 1 error, 0 skipped" in result.output
+    assert "AttributeError" in result.output and result.exit_code == 1
