@@ -122,7 +122,7 @@ class Tool:
             err = errors[0]
             where = ".".join(str(p) for p in err.path)
             prefix = f"argument '{where}'" if where else "arguments"
-            raise ToolArgumentsError(f"{prefix} of '{self.name}': {err.message}")
+            raise ToolArgumentsError(f"{prefix} of '{self.name}': {cut_message(err.message)}")
 
     async def call(self, args: dict, ctx: ToolContext) -> ToolResult:
         """Validate ``args`` against the schema, then run the tool. Raises ToolArgumentsError on bad arguments."""
@@ -149,6 +149,18 @@ class Tool:
     def example_call(self) -> str:
         """A valid-looking call built from this tool's own schema (used in corrective messages)."""
         return json.dumps({"name": self.name, "arguments": example_arguments(self.parameters)}, ensure_ascii=False)
+
+
+MAX_ERROR_CHARS = 400
+
+
+def cut_message(message: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """``message`` (a schema error, which quotes the offending value whole) cut to about ``limit`` characters,
+    keeping its head and tail (what the schema wanted is said last: "... is too long") and the characters left out."""
+    if len(message) <= limit:
+        return message
+    tail = limit // 4
+    return f"{message[:limit - tail]} [... {len(message) - limit} characters cut ...] {message[-tail:]}"
 
 
 def example_arguments(parameters: dict) -> dict[str, Any]:

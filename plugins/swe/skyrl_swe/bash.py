@@ -32,6 +32,7 @@ DEFAULT_TIMEOUT_S = 120.0
 MAX_TIMEOUT_S = 1800.0
 MAX_OUTPUT_CHARS = 10000
 KILL_AFTER_S = 1.0
+MAX_COMMAND_CHARS = 1_000_000  # a command travels on stdin, so the bound is ours, not the kernel's 128 KiB
 
 NONINTERACTIVE_ENV = {
     "PAGER": "cat", "GIT_PAGER": "cat", "MANPAGER": "cat", "SYSTEMD_PAGER": "", "LESS": "-FRX",
@@ -39,18 +40,22 @@ NONINTERACTIVE_ENV = {
     "noninteractive", "PIP_NO_INPUT": "1", "PYTHONUNBUFFERED": "1", "TERM": "dumb", "COLUMNS": "200",
 }
 
-# $1: the command, $2: its deadline in seconds. The command runs in the background so that its process group
-# (made by `timeout`) can be killed once it returns, with whatever it left running; the marker line carries the
-# exit status and whether anything was left.
+# stdin: the command (never an argument: Linux refuses one argument over 128 KiB, MAX_ARG_STRLEN), written to a
+# private file and run from there; $1: its deadline in seconds. The command runs in the background so that its
+# process group (made by `timeout`) can be killed once it returns, with whatever it left running; the marker line
+# carries the exit status and whether anything was left.
 _WRAPPER = r"""
+script=$(mktemp "${TMPDIR:-/tmp}/skyrl-command.XXXXXX") || exit 125
+cat > "$script"
 if command -v timeout >/dev/null 2>&1; then
-  timeout -k __KILL__ "$2" bash -c "$1" </dev/null &
+  timeout -k __KILL__ "$1" bash "$script" </dev/null &
 else
-  bash -c "$1" </dev/null &
+  bash "$script" </dev/null &
 fi
 pid=$!
 wait "$pid"
 rc=$?
+rm -f "$script"
 left=0
 if kill -0 -- -"$pid" 2>/dev/null; then left=1; kill -KILL -- -"$pid" 2>/dev/null; fi
 printf '\n\036skyrl-bash rc=%s left=%s\n' "$rc" "$left"
@@ -109,8 +114,8 @@ async def run_bash(args: dict, ctx: ToolContext) -> ToolResult:
     limit, backstop, capped = deadline(args.get("timeout"), agent_timeout)
     env = dict(NONINTERACTIVE_ENV)
     env.update(getattr(runtime, "tool_env", None) or {})
-    result = await runtime.exec(["bash", "-c", _WRAPPER, "skyrl-bash", command, f"{limit:g}"], timeout_s=backstop,
-                                env=env)
+    result = await runtime.exec(["bash", "-c", _WRAPPER, "skyrl-bash", f"{limit:g}"], timeout_s=backstop,
+                                env=env, stdin=command)
     raw = result.output
     # the runtime appends one [limit NAME: ...] line per limit hit after the command's own output (and our marker)
     limit_notes = _LIMIT_NOTES.search(raw)
@@ -165,7 +170,8 @@ bash_tool = Tool(
     parameters={
         "type": "object",
         "properties": {
-            "command": {"type": "string", "description": "the bash command to run"},
+            "command": {"type": "string", "maxLength": MAX_COMMAND_CHARS,
+                        "description": "the bash command to run (put long data in a file with the editor)"},
             "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT_S,
                         "description": "seconds before the command is stopped"},
         },

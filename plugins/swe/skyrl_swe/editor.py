@@ -21,10 +21,11 @@ import attrs
 
 from skyrl_core import Tool, ToolContext, ToolResult
 
-from .runtime import workspace_for_tool
+from .runtime import outside_workspace, workspace_for_tool
 
 SNIPPET_CONTEXT = 4  # lines shown around an edit
 MAX_VIEW_CHARS = 20000
+MAX_TEXT_CHARS = 1_000_000  # file_text, old_str, new_str: a source file, not a data dump (the disk cap is the workspace's)
 MAX_UNDO = 20
 DIR_DEPTH = 2
 
@@ -132,9 +133,9 @@ class Editor:
             raise EditorError("argument 'path' is empty; give a path relative to the repository root")
         raw = Path(path)
         full = (raw if raw.is_absolute() else self.root / raw).resolve()
-        if full != self.root and self.root not in full.parents:
-            raise EditorError(f"path '{path}' is outside the workspace {self.root}; give a path inside it "
-                              f"(relative paths are relative to the workspace)")
+        outside = outside_workspace(self.root, path)
+        if outside:
+            raise EditorError(outside)
         return full, str(full.relative_to(self.root)) if full != self.root else "."
 
     def _read(self, full: Path, rel: str) -> tuple[bytes, FileText]:
@@ -362,9 +363,12 @@ editor_tool = Tool(
             "command": {"type": "string", "enum": ["view", "create", "str_replace", "insert", "undo_edit"],
                         "description": "the operation"},
             "path": {"type": "string", "description": "file or directory, relative to the repository root"},
-            "file_text": {"type": "string", "description": "content of the new file (create)"},
-            "old_str": {"type": "string", "description": "exact text to replace, occurring once (str_replace)"},
-            "new_str": {"type": "string", "description": "replacement (str_replace) or text to insert (insert)"},
+            "file_text": {"type": "string", "maxLength": MAX_TEXT_CHARS,
+                          "description": "content of the new file (create)"},
+            "old_str": {"type": "string", "maxLength": MAX_TEXT_CHARS,
+                        "description": "exact text to replace, occurring once (str_replace)"},
+            "new_str": {"type": "string", "maxLength": MAX_TEXT_CHARS,
+                        "description": "replacement (str_replace) or text to insert (insert)"},
             "insert_line": {"type": "integer", "minimum": 0, "description": "insert after this line (insert)"},
             "view_range": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2,
                            "description": "[start, end] lines to view; end -1 = to the end"},

@@ -305,12 +305,15 @@ async def run_localize(args: dict, ctx) -> "ToolResult":
 
     from skyrl_core import ToolResult
 
-    from .runtime import workspace_for_tool
+    from .runtime import outside_workspace, workspace_for_tool
     from .search import index_for
 
     root, failure = await workspace_for_tool(ctx, "the localize tool")
     if failure is not None:
         return failure
+    outside = outside_workspace(root, args["path"]) if args.get("path") else None
+    if outside:
+        return ToolResult(output=f"Error: {outside}", error=True)
     index = index_for(root, ctx)  # the search tool's index: one parse serves both tools
     top = int(args.get("max_results") or 10)
     loc = await asyncio.to_thread(localize, index, args["issue"], 10, args.get("path"))
@@ -331,7 +334,8 @@ def _make_tool():
         parameters={
             "type": "object",
             "properties": {
-                "issue": {"type": "string", "minLength": 1, "description": "the issue text, verbatim"},
+                "issue": {"type": "string", "minLength": 1, "maxLength": 200_000,
+                          "description": "the issue text, verbatim"},
                 "path": {"type": "string", "description": "only files under this directory"},
                 "max_results": {"type": "integer", "minimum": 1, "maximum": 50,
                                 "description": "files and functions to list (default 10)"},

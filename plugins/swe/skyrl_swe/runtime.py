@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from skyrl_core.default_plugins.runtimes.sandbox import LocalSandbox
+from skyrl_core.errors import SkyrlError
 from skyrl_core.runtime import ExecResult, RuntimeSpec
 
 from .data import RepoUnavailable, resolve_repository
@@ -86,22 +87,73 @@ def init_baseline(workspace: Path, git_dir: Path) -> str:
     return commit
 
 
-def workspace_diff(workspace: Path, git_dir: Path) -> str:
+MAX_PATCH_BYTES = 10 * 1024 * 1024  # a fix, not a data dump: SWE-bench's gold patches are kilobytes
+
+
+class PatchTooLarge(SkyrlError):
+    """The agent's changes exceed :data:`MAX_PATCH_BYTES`; the message names the largest files."""
+
+
+def nested_repositories(workspace: Path) -> list[str]:
+    """Directories below ``workspace`` (not itself) holding a ``.git`` entry: git would record them as
+    submodules (or refuse an empty one), so their files are never part of the patch. Symlinks not followed."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(workspace):
+        if dirpath == str(workspace):
+            dirnames[:] = [d for d in dirnames if d != ".git"]
+            continue
+        if ".git" in dirnames or ".git" in filenames:
+            found.append(Path(dirpath).relative_to(workspace).as_posix())
+            dirnames[:] = []
+    return sorted(found)
+
+
+def workspace_diff(workspace: Path, git_dir: Path, notes: list[str] | None = None) -> str:
     """The agent's patch: the work tree against the baseline commit, new files included, computed on the host
-    with a git directory outside the workspace and a throw-away index (see :data:`SAFE_GIT`)."""
+    with a git directory outside the workspace and a throw-away index (see :data:`SAFE_GIT`). Nested
+    repositories are left out (and named in ``notes``), submodule settings ignored (a ``.gitmodules`` git
+    refuses must not break the diff). Raises PatchTooLarge when the changed files hold more than
+    :data:`MAX_PATCH_BYTES`, before the text diff is made."""
     fd, index = tempfile.mkstemp(prefix="skyrl-index-")
     os.close(fd)
     os.unlink(index)
     try:
         env = safe_git_env(git_dir, workspace, GIT_INDEX_FILE=index)
-        run = lambda *a: subprocess.run(["git", *SAFE_GIT, *a], cwd=str(git_dir.parent), env=env, check=True,
-                                        capture_output=True)  # noqa: E731
+        run = lambda *a, **kw: subprocess.run(["git", *SAFE_GIT, *a], cwd=str(git_dir.parent), env=env, check=True,
+                                              capture_output=True, **kw)  # noqa: E731
         run("read-tree", "HEAD")
-        run("add", "-A", ".")
-        out = run("diff", "--cached", "--no-color", "--no-ext-diff", "--no-textconv", "HEAD")
+        nested = nested_repositories(workspace)
+        if nested and notes is not None:
+            notes.append(f"left out of the patch: {', '.join(n + '/' for n in nested[:10])} (a directory holding "
+                         f"its own .git is a nested repository; its files are not part of the patch)")
+        # files over 1 MiB are hashed as a stream, not read whole into git's memory
+        run("-c", "core.bigFileThreshold=1m", "add", "-A", "--", ".", *[f":(exclude,literal){n}" for n in nested])
+        _check_patch_size(run)
+        out = run("diff", "--cached", "--no-color", "--no-ext-diff", "--no-textconv", "--ignore-submodules=all",
+                  "HEAD")
         return out.stdout.decode("utf-8", "replace")
     finally:
         Path(index).unlink(missing_ok=True)
+
+
+def _check_patch_size(run: Any) -> None:
+    """Raise PatchTooLarge when the new content of the staged changes (blob sizes, read from git's object
+    headers, never the blobs themselves) exceeds MAX_PATCH_BYTES."""
+    raw = run("diff", "--cached", "--raw", "-z", "--no-abbrev", "--no-renames", "--ignore-submodules=all",
+              "HEAD").stdout.split(b"\0")
+    entries = [(raw[i].split()[3].decode(), raw[i + 1].decode("utf-8", "replace"))
+               for i in range(0, len(raw) - 1, 2) if raw[i].startswith(b":")]
+    blobs = [(sha, path) for sha, path in entries if sha.strip("0")]
+    if not blobs:
+        return
+    sizes = run("cat-file", "--batch-check=%(objectsize)", input="".join(f"{sha}\n" for sha, _ in blobs).encode())
+    sized = sorted(((int(n), path) for n, (_, path) in zip(sizes.stdout.split(), blobs)), reverse=True)
+    total = sum(n for n, _ in sized)
+    if total > MAX_PATCH_BYTES:
+        biggest = ", ".join(f"{path} ({n / 1048576:.1f} MiB)" for n, path in sized[:3])
+        raise PatchTooLarge(f"the changed files hold {total / 1048576:.1f} MiB, over the patch bound of "
+                            f"{MAX_PATCH_BYTES / 1048576:.0f} MiB (largest: {biggest}); delete or shrink them "
+                            f"(generated data does not belong in a fix)")
 
 
 # -- repository Python environments: built inside a sandbox from the row (environments.py) ------------------------
@@ -149,6 +201,7 @@ class SweSandbox(LocalSandbox):
         self.base_commit: str | None = None
         self.env_dir: Path | None = None
         self.tool_env: dict[str, str] = {}
+        self.diff_notes: list[str] = []  # what the last diff left out, and why
         self._private: str | None = None
 
     async def start(self) -> None:
@@ -211,7 +264,8 @@ class SweSandbox(LocalSandbox):
                                   "git add -A . && git -c core.quotepath=off diff --cached --no-color HEAD",
                                   timeout_s=60)
             return res.output if res.exit_code == 0 else ""
-        return await asyncio.to_thread(workspace_diff, self.workspace, self._base_git())
+        self.diff_notes = []
+        return await asyncio.to_thread(workspace_diff, self.workspace, self._base_git(), self.diff_notes)
 
     async def close(self) -> None:
         await super().close()
@@ -238,6 +292,17 @@ async def prepare_for_tool(ctx: Any):
                                  f"`await runtime.prepare(instance)` after `start`, as the rollout's init stage "
                                  f"does, or give it runtime.source / runtime.workspace)", error=True)
     return None
+
+
+def outside_workspace(root: Path, path: str) -> str | None:
+    """None when ``path`` (relative to ``root``, or absolute) lies inside the workspace ``root`` after resolving
+    ``..`` and symlinks, else the error every file-system tool gives (one rule, one message)."""
+    raw = Path(path)
+    full = (raw if raw.is_absolute() else Path(root) / raw).resolve()
+    if full == Path(root).resolve() or Path(root).resolve() in full.parents:
+        return None
+    return (f"path '{path[:200]}' is outside the workspace {root}; give a path inside it (relative paths are "
+            f"relative to the workspace)")
 
 
 async def workspace_for_tool(ctx: Any, tool: str):

@@ -40,7 +40,7 @@ import attrs
 
 from skyrl_core import Tool, ToolContext, ToolResult
 
-from .runtime import workspace_for_tool
+from .runtime import outside_workspace, workspace_for_tool
 
 from .index import CodeIndex, Symbol, code_tokens
 from .search_prose import MODULE_KIND, is_test_path, module_symbol, prose_index
@@ -50,6 +50,7 @@ from .search_related import users as users_of
 from .search_resolve import module_table, resolve
 
 DEFAULT_RESULTS = 5
+MAX_QUERY_CHARS = 10_000  # a query is a name, a path or a few words
 MAX_LINES = 60
 KIND_ORDER = {"class": 0, "function": 1, "method": 2}
 _PREFIXES = {"class": "class", "def": "function", "function": "function", "func": "function", "method": "method",
@@ -714,6 +715,9 @@ async def run_search(args: dict, ctx: ToolContext) -> ToolResult:
     root, failure = await workspace_for_tool(ctx, "the search tool")
     if failure is not None:
         return failure
+    outside = outside_workspace(root, args["path"]) if args.get("path") else None
+    if outside:
+        return ToolResult(output=f"Error: {outside}", error=True)
     index = index_for(root, ctx)
     out = await asyncio.to_thread(Searcher(index).search, args["query"], int(args.get("max_results") or
                                   DEFAULT_RESULTS), args.get("path"), args.get("kind"))
@@ -736,7 +740,8 @@ search_tool = Tool(
     parameters={
         "type": "object",
         "properties": {
-            "query": {"type": "string", "description": "what to find (see the query forms)"},
+            "query": {"type": "string", "maxLength": MAX_QUERY_CHARS,
+                      "description": "what to find (see the query forms)"},
             "path": {"type": "string", "description": "only files under this directory or file"},
             "kind": {"type": "string", "enum": ["class", "function", "method"],
                      "description": "only definitions of this kind"},

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from skyrl_core import Tool, ToolContext, ToolResult
 
-from .runtime import prepare_for_tool
+from .runtime import PatchTooLarge, prepare_for_tool
+from .verifier import split_patch
 
 
 async def run_submit(args: dict, ctx: ToolContext) -> ToolResult:
@@ -18,11 +19,19 @@ async def run_submit(args: dict, ctx: ToolContext) -> ToolResult:
     if not hasattr(runtime, "diff"):  # the patch is never computed by running git on the host in a workspace
         return ToolResult(output=f"submit needs a repository runtime (swe_sandbox or docker), but this trajectory's "
                                  f"runtime is {getattr(runtime, 'name', type(runtime).__name__)}", error=True)
-    patch = await runtime.diff()
-    files = [line[6:] for line in patch.splitlines() if line.startswith("+++ b/")]
-    summary = (f"Submitted a patch changing {len(files)} file(s): {', '.join(files)}" if files else
+    try:
+        patch = await runtime.diff()
+    except PatchTooLarge as exc:  # not submitted: the agent can shrink its changes and submit again
+        return ToolResult(output=f"Error: not submitted: {exc}", error=True)
+    # every file the patch touches, by its `diff --git` header (an empty new file has no +++ line; a name git
+    # quotes is unquoted)
+    files = [path for path, _ in split_patch(patch)]
+    shown = ", ".join(files[:50]) + (f" and {len(files) - 50} more" if len(files) > 50 else "")
+    summary = (f"Submitted a patch changing {len(files)} file(s): {shown}" if files else
                "Submitted an empty patch (no file was changed).")
-    return ToolResult(output=summary, finish=True, answer=patch, metadata={"patch_files": files})
+    notes = list(getattr(runtime, "diff_notes", None) or [])
+    return ToolResult(output="\n".join([summary, *notes]), finish=True, answer=patch,
+                      metadata={"patch_files": files})
 
 
 submit_tool = Tool(

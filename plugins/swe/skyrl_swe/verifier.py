@@ -33,7 +33,8 @@ from skyrl_core.runtime import RuntimeSpec
 
 from .grading import (ERROR, FAILED, MISSING, PASSED, SKIPPED, convention_of, django_labels, grade_tests,  # noqa: F401
                       lookup, parse_django, parse_junit, parse_pytest_summary)
-from .runtime import EnvironmentBuildError, RepoUnavailable, SweSandbox, ensure_prepared
+from .runtime import (MAX_PATCH_BYTES, EnvironmentBuildError, PatchTooLarge, RepoUnavailable, SweSandbox,
+                      ensure_prepared)
 
 log = logging.getLogger(__name__)
 
@@ -59,20 +60,66 @@ def split_patch(patch: str) -> list[tuple[str, str]]:
     return chunks
 
 
+_C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
+
+
+def _git_token(text: str) -> tuple[str, str]:
+    """The first path token of ``text`` as git writes it -> (path, rest). A name git quotes (a tab, a quote, a
+    backslash, a newline; non-ASCII bytes unless ``core.quotepath=off``) is ``"..."`` with C escapes and octal
+    bytes; any other name runs to the end (the caller splits unquoted pairs)."""
+    if not text.startswith('"'):
+        return text, ""
+    out, i = bytearray(), 1
+    while i < len(text) and text[i] != '"':
+        if text[i] == "\\" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if nxt in "01234567":
+                out.append(int(text[i + 1:i + 4], 8) & 0xFF)
+                i += 4
+                continue
+            out.append(_C_ESCAPES.get(nxt, ord(nxt) & 0xFF))
+            i += 2
+            continue
+        out += text[i].encode()
+        i += 1
+    return out.decode("utf-8", "replace"), text[i + 1:].lstrip(" ")
+
+
+def _strip_side(path: str) -> str:
+    return path[2:] if path[:2] in ("a/", "b/") else path
+
+
+def _header_path(header: str) -> str:
+    """The (new) path of a ``diff --git a/X b/Y`` header, quoted names included; for two unquoted names with
+    spaces, the split where both sides name the same file."""
+    rest = header[len("diff --git "):]
+    if rest.startswith('"'):
+        first, rest = _git_token(rest)
+        return _strip_side(_git_token(rest)[0]) if rest else _strip_side(first)
+    if rest.endswith('"'):
+        return _strip_side(_git_token(rest[rest.index(' "') + 1:])[0])
+    half = (len(rest) - 1) // 2
+    if rest[:half][2:] == rest[half + 1:][2:] and rest[half] == " ":
+        return rest[half + 1:][2:]
+    m = re.match(r"a/(.*) b/(.*)$", rest)
+    return m.group(2) if m else rest
+
+
 def _chunk(lines: list[str]) -> tuple[str, str]:
     header = lines[0].rstrip("\n")
     path = ""
-    for line in lines[1:6]:
-        if line.startswith("+++ b/"):
-            path = line[6:].rstrip("\n")
-        elif line.startswith("--- a/") and not path:
-            path = line[6:].rstrip("\n")
-        elif line.startswith("rename to "):
-            path = line[len("rename to "):].rstrip("\n")
-    if not path:
-        m = re.match(r"diff --git a/(.*) b/(.*)$", header)
-        path = m.group(2) if m else header
-    return path, "".join(lines)
+    for line in lines[1:8]:
+        line = line.rstrip("\n")
+        if line.startswith(("+++ b/", '+++ "b/')):
+            # git ends a name holding a space with a tab on these lines; a quoted name is unquoted
+            path = _strip_side(_git_token(line[4:])[0]) if line[4] == '"' else line[6:].rstrip("\t")
+        elif line.startswith(("--- a/", '--- "a/')) and not path:
+            path = _strip_side(_git_token(line[4:])[0]) if line[4] == '"' else line[6:].rstrip("\t")
+        elif line.startswith(("rename to ", "copy to ")):
+            path = _git_token(line.split(" to ", 1)[1])[0]
+        elif line.startswith("@@"):
+            break
+    return path or _header_path(header), "".join(lines)
 
 
 def is_test_file(path: str) -> bool:
@@ -82,6 +129,9 @@ def is_test_file(path: str) -> bool:
             or any(part in ("tests", "test", "testing") for part in p.parts[:-1]))
 
 
+_GITLINK = re.compile(r"^(?:new file |deleted file |old |new )?mode 160000$|^index \w+\.\.\w+ 160000$", re.M)
+
+
 def filter_patch(patch: str, protected: set[str]) -> tuple[str, list[str]]:
     """The agent's patch without files the test run would load besides the fix; returns (patch, dropped paths)."""
     kept, dropped = [], []
@@ -89,7 +139,8 @@ def filter_patch(patch: str, protected: set[str]) -> tuple[str, list[str]]:
         name = PurePosixPath(path).name
         parts = set(PurePosixPath(path).parts[:-1])
         if (path in protected or name in RUNNER_LOADED or name.endswith(".pth") or is_test_file(path)
-                or parts & STARTUP_PACKAGES or ".git" in parts):
+                or parts & STARTUP_PACKAGES or ".git" in parts
+                or name == ".gitmodules" or _GITLINK.search(chunk[:1000])):  # submodules: never the fix
             dropped.append(path)
         else:
             kept.append(chunk)
@@ -380,6 +431,9 @@ async def verify_patch(instance: Instance, patch: str, runtime_cls: type | None 
     protected = {p for p, _ in split_patch(data.get("test_patch") or "")}
     if data.get("rebuild"):  # the rebuild step runs setup.py before the tests: it must be the pristine one
         protected |= {"setup.py"}
+    if len(patch or "") > MAX_PATCH_BYTES:  # a patch handed in as text (an answer, a predictions file)
+        return VerifierResult(reward=0.0, metrics={"model_patch": "", "patch_applied": False, "error": (
+            f"the patch has {len(patch)} characters, over the bound of {MAX_PATCH_BYTES}")})
     kept, dropped = filter_patch(patch or "", protected)
     metrics: dict[str, Any] = {"model_patch": patch or "", "dropped_files": dropped, "patch_applied": False}
     f2p, p2p = list(data.get("FAIL_TO_PASS") or []), list(data.get("PASS_TO_PASS") or [])
@@ -430,7 +484,10 @@ async def swe_tests(trajectory: Any, runtime: Any, instance: Instance) -> Verifi
         return VerifierResult(reward=0.0, metrics={"model_patch": "", "patch_applied": False,
                                                    "error": f"error_runtime: {trajectory.error}"})
     if runtime is not None and getattr(runtime, "prepared", False) and hasattr(runtime, "diff"):
-        patch = await runtime.diff()
+        try:
+            patch = await runtime.diff()
+        except PatchTooLarge as exc:  # the agent's own changes: scored 0, with the reason
+            return VerifierResult(reward=0.0, metrics={"model_patch": "", "patch_applied": False, "error": str(exc)})
     elif isinstance(getattr(trajectory, "answer", None), str):
         patch = trajectory.answer
     runtime_cls = type(runtime) if runtime is not None and hasattr(runtime, "prepare") else None
