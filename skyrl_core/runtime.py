@@ -42,7 +42,10 @@ class RuntimeSpec:
     """Runtime settings from config. ``cpu_time_s`` (seconds) and ``memory_mb`` (address space, MiB) bound each
     process of a command; ``max_processes`` bounds the processes and threads alive in the sandbox at once;
     ``max_file_mb`` the size of any one file written; ``disk_mb`` the workspace's disk use (measured every 0.2 s
-    while a command runs, less often on a large workspace; the command is killed when over); ``tmp_mb`` the private ``/tmp`` (RAM-backed);
+    while a command runs, less often on a large workspace; the command is killed when over); ``max_files`` the
+    files and directories a sandbox's commands may add to the workspace (inodes, counted the same way);
+    ``memory_mb`` also bounds the anonymous memory of a command's processes together (polled every 0.2 s);
+    ``tmp_mb`` the private ``/tmp`` (RAM-backed);
     ``max_output_chars`` caps what a command returns (head and tail kept); ``network`` allows network access (off
     by default); ``isolation`` is ``bubblewrap`` (refuse to start without it) or ``none`` (plain host
     subprocesses, logged once per process); ``source`` is a directory copied into the workspace at start;
@@ -59,6 +62,7 @@ class RuntimeSpec:
     max_processes: int = 256
     max_file_mb: int = 256
     disk_mb: int = 2048
+    max_files: int = 20000
     tmp_mb: int = 256
     max_output_chars: int = 16000
     network: bool = False

@@ -83,6 +83,37 @@ async def test_cpu_and_memory_limits():
         assert not res.timed_out and res.exit_code != 0  # killed by RLIMIT_CPU, not by the timeout
 
 
+HOLD = ("import sys, time\nblock = b'x' * ({mib} << 20)\nprint('holding', flush=True)\ntime.sleep(30)\n")
+
+
+@needs_bwrap
+async def test_attack_memory_spread_over_processes_is_bounded_in_sum():
+    # each process stays under the per-process cap (RLIMIT_AS); together they hold twice the sandbox's memory
+    async with LocalSandbox(RuntimeSpec(memory_mb=400, cpu_time_s=60)) as rt:
+        await rt.write_file("hold.py", HOLD.format(mib=200))
+        start = time.monotonic()
+        res = await rt.exec("for i in 1 2 3 4; do python3 hold.py & done; wait", timeout_s=25)
+        assert "memory" in res.limits and res.exit_code is None and not res.timed_out, res.output
+        assert "[limit memory: the command's processes held" in res.output and "over the sandbox's 400 MiB" in res.output
+        assert time.monotonic() - start < 20  # killed by the watcher, not by the 30 s sleep or the timeout
+        alone = await rt.exec(["python3", "-c", "b = b'x' * (200 << 20); print(len(b) >> 20)"], timeout_s=25)
+        assert alone.exit_code == 0 and alone.output.strip() == "200" and not alone.limits
+
+
+@needs_bwrap
+async def test_attack_many_empty_files_hit_the_file_count_limit():
+    async with LocalSandbox(RuntimeSpec(max_files=2000)) as rt:
+        await rt.exec("mkdir -p given && touch given/f{1..500}")  # under the limit
+        res = await rt.exec("mkdir spam && cd spam && for i in $(seq 30); do touch $(seq -f \"f$i-%g\" 200); done",
+                            timeout_s=60)
+        assert "files" in res.limits and "[limit files: the workspace holds" in res.output, res.output
+        again = await rt.exec("echo still here")
+        assert "files" in again.limits and again.exit_code is None
+        await rt.exec("rm -rf spam")
+        ok = await rt.exec("echo fine")
+        assert ok.exit_code == 0 and not ok.limits
+
+
 async def test_in_place_workspace_is_kept(tmp_path):
     (tmp_path / "a.txt").write_text("hello")
     async with LocalSandbox(RuntimeSpec(workspace=str(tmp_path))) as rt:

@@ -277,7 +277,7 @@ def run_steps(key: str, out: Path, steps: list[tuple[str, Any, dict]], ro_paths:
     mount is ``out``, with the network on. Raises EnvironmentBuildError naming the first failing step."""
     spec = RuntimeSpec(type="sandbox", network=True, isolation=isolation, workspace=str(out),
                        cpu_time_s=int(BUILD_TIMEOUT_S), memory_mb=8192, max_processes=1024, max_file_mb=4096,
-                       disk_mb=1 << 20, tmp_mb=4096, max_output_chars=8000)
+                       disk_mb=1 << 20, max_files=1 << 30, tmp_mb=4096, max_output_chars=8000)
     if os.geteuid() == 0 and isolation != "none":  # run as nobody: hand the output directory over first
         hand_over(out, UNPRIVILEGED_HOST_ID, UNPRIVILEGED_HOST_ID)
     sandbox = LocalSandbox(spec)

@@ -419,7 +419,8 @@ async def run_tests(runtime: Any, data: dict, tests: list[str], timeout_s: float
 def _verification_spec(spec: RuntimeSpec | None, runtime_type: str) -> RuntimeSpec:
     base = spec or RuntimeSpec(type=runtime_type)
     return attrs.evolve(base, cpu_time_s=max(base.cpu_time_s, int(TEST_TIMEOUT_S)),
-                        memory_mb=max(base.memory_mb, 4096), workspace=None, source=None, network=False)
+                        memory_mb=max(base.memory_mb, 4096), workspace=None, source=None, network=False,
+                        max_files=max(base.max_files, 1 << 20))  # the patch is bounded by MAX_PATCH_BYTES
 
 
 async def verify_patch(instance: Instance, patch: str, runtime_cls: type | None = None,

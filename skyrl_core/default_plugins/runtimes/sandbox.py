@@ -236,6 +236,7 @@ class LocalSandbox(Runtime):
         self._tmp: str | None = None
         self._drop: tuple[int, int] | None = None
         self._handed: dict[str, int] = {}
+        self._base_files: int | None = None  # the workspace's entries before the first command
 
     async def start(self) -> None:
         if self.spec.isolation == "none":
@@ -306,6 +307,8 @@ class LocalSandbox(Runtime):
         start = loop.time()
         if self._drop is not None and self._tmp:
             await asyncio.to_thread(hand_over, self.workspace, *self._drop, self._handed)
+        if self._base_files is None and self.bwrap:  # what the task put there is not the agent's
+            self._base_files = await asyncio.to_thread(_inodes, self.workspace)
         full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.workspace), "LANG": "C.UTF-8",
                     "PAGER": "cat", "GIT_PAGER": "cat", "PYTHONDONTWRITEBYTECODE": "1", "TERM": "dumb"}
         full_env.update(env or {})
@@ -319,7 +322,7 @@ class LocalSandbox(Runtime):
         limit = self.spec.max_output_chars
         buffer = _CappedBuffer(limit * 4)
         reader = asyncio.ensure_future(buffer.drain(proc.stdout))
-        watch = asyncio.ensure_future(self._watch_disk(proc)) if self.bwrap else None
+        watch = asyncio.ensure_future(self._watch(proc)) if self.bwrap else None
         timed_out = False
         try:
             if stdin is not None:
@@ -335,10 +338,13 @@ class LocalSandbox(Runtime):
             reader.cancel()
             raise
         finally:
-            disk_mb = None
+            disk_mb = files = held_mb = None
             if watch is not None:
+                if watch.done() and not watch.cancelled() and watch.exception() is None:
+                    held_mb = watch.result()
                 watch.cancel()
                 disk_mb = await asyncio.to_thread(_disk_mb, self.workspace)
+                files = await asyncio.to_thread(_inodes, self.workspace)
         # Process exit does not mean EOF: a background child may hold the pipe. Take what came, briefly.
         try:
             await asyncio.wait_for(asyncio.shield(reader), 0.5)
@@ -347,27 +353,47 @@ class LocalSandbox(Runtime):
         text, truncated = truncate_output(buffer.text(), limit, buffer.total)
         code = None if timed_out else proc.returncode
         limits, notes = self._limits_hit(text, code, timed_out, truncated, timeout_s, disk_mb)
+        if files is not None and self._base_files is not None and files - self._base_files > self.spec.max_files:
+            limits.append("files")
+            notes.append(f"[limit files: the workspace holds {files - self._base_files} more files and directories "
+                         f"than it started with, over its {self.spec.max_files}: commands are killed until they "
+                         f"are deleted]")
+        if held_mb is not None and "memory" not in limits:
+            limits.append("memory")
+            notes.append(f"[limit memory: the command's processes held {held_mb:.0f} MiB together, "
+                         f"over the sandbox's {self.spec.memory_mb} MiB; they were killed]")
         if notes:
             text += "\n" + "\n".join(notes)
         self.limit_hits.update(limits)
-        if "disk" in limits:
+        if "disk" in limits or "files" in limits or held_mb is not None:
             code = None
         return ExecResult(exit_code=code, output=text, timed_out=timed_out, truncated=truncated,
                           duration_s=loop.time() - start, limits=limits,
                           output_bytes=buffer.total)
 
-    async def _watch_disk(self, proc: asyncio.subprocess.Process) -> None:
-        """Kill the command's process group once the workspace holds more than ``disk_mb``. Polls every
-        ``DISK_POLL_S`` seconds, or ten times the walk's own duration on a large workspace."""
+    async def _watch(self, proc: asyncio.subprocess.Process) -> float | None:
+        """Kill the command's process group once its processes together hold more than ``memory_mb`` of
+        anonymous memory (every ``DISK_POLL_S`` seconds), or the workspace more than ``disk_mb`` or ``max_files``
+        entries beyond its first count (every ``DISK_POLL_S`` seconds, or ten times the walk's own duration on a
+        large workspace). The per-process limits cannot bound a sum, and bubblewrap has no cgroup to offer an
+        unprivileged process; polling can, up to one interval's growth. Returns the memory held (MiB) when it
+        killed the command for that, else None."""
         loop = asyncio.get_running_loop()
-        delay = DISK_POLL_S
+        next_walk = loop.time()
         while proc.returncode is None:
-            await asyncio.sleep(delay)
-            t0 = loop.time()
-            if await asyncio.to_thread(_disk_mb, self.workspace) > self.spec.disk_mb:
+            await asyncio.sleep(DISK_POLL_S)
+            held = await asyncio.to_thread(_anon_mb, proc.pid)
+            if held > self.spec.memory_mb:
                 _kill_group(proc.pid)
-                return
-            delay = max(DISK_POLL_S, 10 * (loop.time() - t0))
+                return held
+            if loop.time() < next_walk:
+                continue
+            t0 = loop.time()
+            if await asyncio.to_thread(_disk_mb, self.workspace) > self.spec.disk_mb or (
+                    await asyncio.to_thread(_inodes, self.workspace) - (self._base_files or 0) > self.spec.max_files):
+                _kill_group(proc.pid)
+                return None
+            next_walk = loop.time() + max(0.0, 10 * (loop.time() - t0) - DISK_POLL_S)
 
     def _limits_hit(self, text: str, code: int | None, timed_out: bool, truncated: bool, timeout_s: float,
                     disk_mb: float | None) -> tuple[list[str], list[str]]:
@@ -435,6 +461,40 @@ def _disk_mb(root: Path | None) -> float:
         return int(proc.stdout.split()[0]) / 1024
     except (IndexError, ValueError):
         return 0.0
+
+
+def _inodes(root: Path | None) -> int:
+    """Files, directories and links under ``root`` (``du --inodes``; symlinks not followed, one file system)."""
+    if root is None:
+        return 0
+    proc = subprocess.run(["du", "-s", "--inodes", "-P", "-x", str(root)], capture_output=True, text=True)
+    try:
+        return int(proc.stdout.split()[0])
+    except (IndexError, ValueError):
+        return 0
+
+
+def _anon_mb(pid: int) -> float:
+    """Anonymous resident memory (``RssAnon``, plus ``RssShmem``), in MiB, of process ``pid`` and all its
+    descendants (``/proc/PID/task/TID/children``; orphans of a sandbox are reparented to its PID namespace's
+    init, itself a descendant). Shared library pages are not counted: what one process allocates is."""
+    total_kb, todo, seen = 0, [pid], set()
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        try:
+            for tid in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{tid}/children") as fh:
+                    todo.extend(int(c) for c in fh.read().split())
+            with open(f"/proc/{p}/status") as fh:
+                for line in fh:
+                    if line.startswith(("RssAnon:", "RssShmem:")):
+                        total_kb += int(line.split()[1])
+        except (OSError, ValueError):
+            continue  # it exited meanwhile
+    return total_kb / 1024
 
 
 def _interpreter_paths(venv: bool = True) -> list[str]:
