@@ -235,7 +235,9 @@ class DockerRuntime(Runtime):
         kwargs = dict(
             # docker grants an exec as root the added capabilities only when the container's own user is root;
             # every command but the channel opener still runs as self.user, with no capabilities
-            command=["sleep", "infinity"], detach=True, name=self.container_name,
+            # docker's init (tini) is PID 1 and reaps whatever is orphaned; `sleep infinity`, its child, keeps the
+            # container alive
+            command=["sleep", "infinity"], init=True, detach=True, name=self.container_name,
             user="0:0" if caps else self.user,
             working_dir=self.workdir, network_mode="bridge" if spec.network else "none",
             cap_drop=["ALL"], cap_add=caps or None, security_opt=["no-new-privileges"], read_only=True,
@@ -316,8 +318,31 @@ class DockerRuntime(Runtime):
         await asyncio.to_thread(self._check_alive)
         await asyncio.to_thread(self._hand_over)
         argv = ["bash", "-c", command] if isinstance(command, str) else list(command)
-        return await self._exec(["timeout", "-s", "KILL", str(max(1, int(round(timeout_s)))), *argv],
-                                timeout_s, stdin, {**self.tool_env, **(env or {})}, user or self.user)
+        try:
+            return await self._exec(["timeout", "-s", "KILL", str(max(1, int(round(timeout_s)))), *argv],
+                                    timeout_s, stdin, {**self.tool_env, **(env or {})}, user or self.user)
+        finally:
+            await asyncio.to_thread(self._end_strays)
+
+    def _end_strays(self) -> None:
+        """Kill what the last command left running outside its own process tree — processes orphaned to the
+        container's init (a ``setsid`` child, a daemon, what a killed process group left) — sparing the keeper
+        (init's first child). Runs as the runtime's user, so it can signal nothing else; init reaps them. A
+        ``docker exec`` process is itself a child of init, so a command running concurrently in the same
+        container would end too: a trajectory's tools run one at a time."""
+        if self.container is None:
+            return
+        # shell builtins only (read, kill): at the process limit nothing can be forked
+        script = ('read -r keep rest < /proc/1/task/1/children; '
+                  'for round in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do '
+                  'read -r kids < /proc/1/task/1/children; left=""; '
+                  'for p in $kids; do [ "$p" = "$keep" ] || left="$left $p"; done; '
+                  '[ -z "$left" ] && exit 0; kill -9 $left 2>/dev/null; done; true')
+        try:
+            exec_id = self.client.api.exec_create(self.container.id, ["sh", "-c", script], user=self.user)["Id"]
+            self.client.api.exec_start(exec_id)
+        except Exception as exc:  # a container gone meanwhile: the next command says so
+            log.debug("container %s: ending stray processes failed: %s", self.container_name, exc)
 
     async def _exec(self, argv: list[str], timeout_s: float, stdin: str | None, env: dict[str, str],
                     user: str) -> ExecResult:
@@ -407,9 +432,11 @@ class DockerRuntime(Runtime):
                           output_bytes=total)
 
     def _kill_all(self) -> None:
-        """SIGKILL every process of the runtime's user but the container's init (``kill -1`` spares the caller)."""
+        """SIGKILL every process of the runtime's user but the container's init, its keeper and the killer."""
+        script = ('read -r keep rest < /proc/1/task/1/children; for d in /proc/[0-9]*; do p=${d#/proc/}; '
+                  '[ "$p" = 1 ] || [ "$p" = "$keep" ] || [ "$p" = "$$" ] || kill -9 "$p" 2>/dev/null; done; true')
         try:
-            exec_id = self.client.api.exec_create(self.container.id, ["sh", "-c", "kill -9 -1"], user=self.user)["Id"]
+            exec_id = self.client.api.exec_create(self.container.id, ["sh", "-c", script], user=self.user)["Id"]
             self.client.api.exec_start(exec_id)
         except Exception as exc:
             log.warning("container %s: killing its processes failed: %s", self.container_name, exc)

@@ -92,10 +92,17 @@ async def test_a_server_on_host_localhost_and_the_internet_are_unreachable(busyb
 # -- exhausting the host ---------------------------------------------------------------------------------------------
 async def test_a_fork_bomb_is_bounded_and_named(busybox_image, docker_engine):
     async with runtime(busybox_image, max_processes=32) as rt:
-        res = await rt.exec(["sh", "-c", "for i in $(seq 100); do sleep 30 & done; wait"], timeout_s=10)
+        bomb = asyncio.ensure_future(rt.exec(["sh", "-c", "for i in $(seq 100); do sleep 30 & done; wait"],
+                                             timeout_s=10))
+        most = 0
+        while not bomb.done():  # counted by the engine, from outside, while the command runs
+            most = max(most, len((await asyncio.to_thread(docker_engine.api.top, rt.container_name))["Processes"]))
+            await asyncio.sleep(0.05)
+        assert 10 < most <= 32
+        res = await bomb
         assert "processes" in res.limits and "at most 32 processes" in res.output
-        alive = docker_engine.api.top(rt.container_name)["Processes"]  # counted by the engine, from outside
-        assert 10 < len(alive) <= 32
+        # what the command left behind ended with it: the container's init and its keeper remain
+        assert len(docker_engine.api.top(rt.container_name)["Processes"]) == 2
 
 
 async def test_file_size_disk_and_tmp_limits(busybox_image):
@@ -229,3 +236,25 @@ def test_a_unix_socket_of_the_host_is_not_reachable(busybox_image, tmp_path):
     finally:
         s.close()
     assert "No such file or directory" in res.output and "rc=0" not in res.output
+
+
+# -- background processes: the bash tool's promise, kept in a container ------------------------------------------
+async def test_background_and_setsid_processes_end_with_their_command_and_leave_no_zombies(base_image,
+                                                                                          docker_engine):
+    from skyrl_core import ToolContext
+    from skyrl_swe.bash import bash_tool
+
+    async with runtime(base_image, max_processes=64, options={"workdir": "/root"}) as rt:
+        ctx = ToolContext(runtime=rt)
+        # 80 background processes over 20 commands: more than the 64-process budget if any stayed (as a zombie)
+        for _ in range(20):
+            res = await bash_tool.call({"command": "for i in 1 2 3 4; do sleep 300 & done; echo started"}, ctx)
+            assert "started" in res.output and "processes" not in res.metadata["limits"], res.output
+        res = await bash_tool.call({"command": "setsid sleep 301 & setsid -f sh -c 'sleep 302' ; echo detached"}, ctx)
+        assert "detached" in res.output
+        res = await bash_tool.call({"command": "ps -eo pid,ppid,stat,args | grep -v ' ps ' ; "
+                                               "ls /proc | grep -c '^[0-9]'"}, ctx)
+        # from outside: nothing but the container's init, its keeper and this last command's processes
+        top = docker_engine.api.top(rt.container_name)["Processes"]
+        assert not [p for p in top if "sleep 30" in " ".join(p)], top
+        assert " Z" not in res.output and "defunct" not in res.output, res.output
