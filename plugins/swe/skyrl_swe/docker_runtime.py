@@ -345,12 +345,13 @@ class DockerRuntime(Runtime):
             log.debug("container %s: ending stray processes failed: %s", self.container_name, exc)
 
     async def _exec(self, argv: list[str], timeout_s: float, stdin: str | None, env: dict[str, str],
-                    user: str) -> ExecResult:
+                    user: str, max_chars: int | None = None) -> ExecResult:
         api = self.client.api
         cid = self.container.id
         loop = asyncio.get_running_loop()
         start = loop.time()
-        cap = max(4 * self.spec.max_output_chars, 4096)
+        max_chars = max_chars or self.spec.max_output_chars
+        cap = max(4 * max_chars, 4096)
         oom0 = _cgroup_counter(cid, "memory", ("memory.oom_control", "memory.events"), "oom_kill")
         pids0 = _cgroup_counter(cid, "pids", ("pids.events",), "max")
 
@@ -403,7 +404,7 @@ class DockerRuntime(Runtime):
         duration = loop.time() - start
         raw = head + (b"" if len(head) + len(tail) >= total else b"\n") + tail
         text = raw.decode("utf-8", "replace")
-        text, truncated = truncate_output(text, self.spec.max_output_chars, produced_bytes=total)
+        text, truncated = truncate_output(text, max_chars, produced_bytes=total)
         timed_out = exit_code == 137 and duration >= timeout_s - 0.5
         if truncated:
             limits.append("output")
@@ -445,21 +446,33 @@ class DockerRuntime(Runtime):
         """The agent's patch, computed inside the container: its work tree against the read-only baseline at
         ``/skyrl/base.git``, with a throw-away index in ``/tmp``, no system or global git configuration, no
         hooks, fsmonitor, external diff or textconv. Raises RuntimeLost when the container is gone."""
+        from .runtime import MAX_PATCH_BYTES, SAFE_GIT, PatchTooLarge
+
         # new blobs go to a private object directory in /tmp; the baseline's objects are read as alternates
         script = ("set -e; scratch=$(mktemp -d /tmp/skyrl-diff.XXXXXX); mkdir -p $scratch/objects/info $scratch/objects/pack; export GIT_INDEX_FILE=$scratch/index "
                   "GIT_OBJECT_DIRECTORY=$scratch/objects GIT_ALTERNATE_OBJECT_DIRECTORIES=" + BASE_GIT + "/objects; "
-                  "git read-tree HEAD; git add -A .; "
-                  "git diff --cached --no-color --no-ext-diff --no-textconv --binary HEAD; rm -rf \"$scratch\"")
+                  "git read-tree HEAD; "
+                  # a directory holding its own .git is a nested repository: left out (as on the host)
+                  "set -- ; while IFS= read -r d; do set -- \"$@\" \":(exclude,literal)${d#./}\"; done "
+                  "< <(find . -mindepth 2 -name '.git' -prune -printf '%h\\n'); "
+                  "git -c core.bigFileThreshold=1m add -A -- . \"$@\"; "
+                  "git diff --cached --no-color --no-ext-diff --no-textconv --binary --ignore-submodules=all HEAD "
+                  f"| head -c {MAX_PATCH_BYTES + 1}; rm -rf \"$scratch\"")
         env = {"GIT_DIR": BASE_GIT, "GIT_WORK_TREE": self.workdir, "GIT_CONFIG_NOSYSTEM": "1",
                "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_ATTR_NOSYSTEM": "1", "GIT_OPTIONAL_LOCKS": "0",
                "HOME": "/nonexistent", "LC_ALL": "C"}
-        from .runtime import SAFE_GIT
 
         flags = " ".join(SAFE_GIT).replace("safe.directory=*", "'safe.directory=*'")
-        res = await self.exec(script.replace("git ", f"git {flags} "), timeout_s=120, env=env)
+        await asyncio.to_thread(self._check_alive)
+        await asyncio.to_thread(self._hand_over)
+        res = await self._exec(["bash", "-c", script.replace("git ", f"git {flags} ")], 120, None,
+                               {**self.tool_env, **env}, self.user, max_chars=MAX_PATCH_BYTES + 1)
         if res.exit_code != 0:
             raise RuntimeError(f"computing the patch in container {self.container_name} failed (exit "
                                f"{res.exit_code}): {res.output[-1000:]}")
+        if len(res.output.encode()) > MAX_PATCH_BYTES:
+            raise PatchTooLarge(f"the patch is over the patch bound of {MAX_PATCH_BYTES / 1048576:.0f} MiB; delete "
+                                f"or shrink the large files it adds (generated data does not belong in a fix)")
         return res.output
 
     # -- the verifier's result channel ----------------------------------------------------------------------------

@@ -163,6 +163,25 @@ async def test_the_patch_is_computed_inside_against_a_read_only_baseline(base_im
     assert not (tmp_path / "pwned").exists()
 
 
+async def test_the_patch_leaves_out_nested_repositories_survives_gitmodules_and_is_bounded(base_image, tmp_path):
+    from skyrl_swe.runtime import MAX_PATCH_BYTES, PatchTooLarge
+    from skyrl_swe.verifier import split_patch
+
+    marker = tmp_path / "update-ran"
+    async with runtime(base_image, options={"workdir": "/etc/apt"}) as rt:
+        res = await rt.exec(
+            "printf 'x\\n' > 'with space.txt' && : > empty.txt && mkdir -p nested/empty && git -C nested/empty init -q"
+            f" && printf '[submodule \"s\"]\\n\\tpath = nested\\n\\turl = ./nested\\n\\tupdate = !touch {marker}\\n'"
+            " > .gitmodules && echo ok")
+        assert res.output.strip().endswith("ok"), res.output
+        patch = await rt.diff()
+        assert sorted(p for p, _ in split_patch(patch)) == [".gitmodules", "empty.txt", "with space.txt"], patch
+        assert not marker.exists()
+        await rt.exec(f"head -c {MAX_PATCH_BYTES + 4096} /dev/zero | tr '\\0' a | fold -w 100 > dump.txt")
+        with pytest.raises(PatchTooLarge, match="over the patch bound"):
+            await rt.diff()
+
+
 async def test_the_workspace_history_holds_only_the_base_commit(base_image):
     async with runtime(base_image, options={"workdir": "/etc/apt"}) as rt:
         res = await rt.exec("git log --all --oneline | wc -l; git remote | wc -l")
