@@ -14,8 +14,9 @@ What the model is told, and why it is true:
 - **Output** longer than 10,000 characters keeps its head and tail; the note gives the bytes the command really
   wrote (counted by the runtime before its own cap), not the length of what reached this tool.
 - **Background processes** a command starts (``server &``) are stopped when the command returns, in every
-  runtime: under bubblewrap the command's PID namespace ends with it, and elsewhere the tool kills the process
-  group its command ran in. The observation says so when it happened; start a server and its client in one
+  runtime: under bubblewrap the command's PID namespace ends with it; in docker the tool kills the process group
+  its command ran in and the runtime then kills what was orphaned to the container's init (``setsid`` children
+  included); elsewhere the tool kills the process group. The observation says so when it happened; start a server and its client in one
   command (``python -m http.server 8000 & sleep 1; curl -s localhost:8000``).
 """
 
