@@ -35,7 +35,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from skyrl_core.default_plugins.runtimes.sandbox import hand_over
+from skyrl_core.default_plugins.runtimes.sandbox import count_inodes, hand_over
 from skyrl_core.runtime import ExecResult, Runtime, RuntimeLost, RuntimeSpec, truncate_output
 
 from .data import RepoUnavailable
@@ -160,6 +160,7 @@ class DockerRuntime(Runtime):
         self._creating: asyncio.Future | None = None
         self._closing: asyncio.Future | None = None
         self._seen: dict[str, int] = {}
+        self._base_files: int | None = None  # the workspace's entries before the first command
 
     # -- life cycle ---------------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -352,6 +353,8 @@ class DockerRuntime(Runtime):
         start = loop.time()
         max_chars = max_chars or self.spec.max_output_chars
         cap = max(4 * max_chars, 4096)
+        if self._base_files is None and self.workspace is not None:  # what the image put there is not the agent's
+            self._base_files = await asyncio.to_thread(count_inodes, self.workspace)
         oom0 = _cgroup_counter(cid, "memory", ("memory.oom_control", "memory.events"), "oom_kill")
         pids0 = _cgroup_counter(cid, "pids", ("pids.events",), "max")
 
@@ -389,6 +392,13 @@ class DockerRuntime(Runtime):
                         limits.append("disk")
                         notes.append(f"[limit: the workspace uses {used:.0f} MiB, over its {self.spec.disk_mb} MiB: "
                                      f"commands are killed until files are deleted]")
+                    added = await asyncio.to_thread(count_inodes, self.workspace) - (self._base_files or 0)
+                    if added > self.spec.max_files and "files" not in limits:
+                        await asyncio.to_thread(self._kill_all)
+                        limits.append("files")
+                        notes.append(f"[limit files: the workspace holds {added} more files and directories than it "
+                                     f"started with, over its {self.spec.max_files}: commands are killed until they "
+                                     f"are deleted]")
                 await asyncio.sleep(0.05)
             try:  # background processes may hold the stream open: take what came, then stop reading
                 head, tail, total = await asyncio.wait_for(asyncio.shield(reader), 1.0)

@@ -308,7 +308,7 @@ class LocalSandbox(Runtime):
         if self._drop is not None and self._tmp:
             await asyncio.to_thread(hand_over, self.workspace, *self._drop, self._handed)
         if self._base_files is None and self.bwrap:  # what the task put there is not the agent's
-            self._base_files = await asyncio.to_thread(_inodes, self.workspace)
+            self._base_files = await asyncio.to_thread(count_inodes, self.workspace)
         full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.workspace), "LANG": "C.UTF-8",
                     "PAGER": "cat", "GIT_PAGER": "cat", "PYTHONDONTWRITEBYTECODE": "1", "TERM": "dumb"}
         full_env.update(env or {})
@@ -344,7 +344,7 @@ class LocalSandbox(Runtime):
                     held_mb = watch.result()
                 watch.cancel()
                 disk_mb = await asyncio.to_thread(_disk_mb, self.workspace)
-                files = await asyncio.to_thread(_inodes, self.workspace)
+                files = await asyncio.to_thread(count_inodes, self.workspace)
         # Process exit does not mean EOF: a background child may hold the pipe. Take what came, briefly.
         try:
             await asyncio.wait_for(asyncio.shield(reader), 0.5)
@@ -390,7 +390,7 @@ class LocalSandbox(Runtime):
                 continue
             t0 = loop.time()
             if await asyncio.to_thread(_disk_mb, self.workspace) > self.spec.disk_mb or (
-                    await asyncio.to_thread(_inodes, self.workspace) - (self._base_files or 0) > self.spec.max_files):
+                    await asyncio.to_thread(count_inodes, self.workspace) - (self._base_files or 0) > self.spec.max_files):
                 _kill_group(proc.pid)
                 return None
             next_walk = loop.time() + max(0.0, 10 * (loop.time() - t0) - DISK_POLL_S)
@@ -463,7 +463,7 @@ def _disk_mb(root: Path | None) -> float:
         return 0.0
 
 
-def _inodes(root: Path | None) -> int:
+def count_inodes(root: Path | None) -> int:
     """Files, directories and links under ``root`` (``du --inodes``; symlinks not followed, one file system)."""
     if root is None:
         return 0

@@ -135,6 +135,15 @@ async def test_memory_cpu_wall_time_and_output_limits_are_named(base_image):
         assert out.truncated and len(out.output) < 2400 and out.output_bytes == 5000000
 
 
+async def test_many_empty_files_hit_the_file_count_limit(busybox_image):
+    async with runtime(busybox_image, max_files=500) as rt:
+        res = await rt.exec(["sh", "-c", "mkdir /testbed/spam && cd /testbed/spam && seq 1 3000 | xargs touch && "
+                                         "sleep 5; echo finished"], timeout_s=30)
+        assert "files" in res.limits and "finished" not in res.output and "over its 500" in res.output, res.output
+        freed = await rt.exec(["sh", "-c", "rm -r /testbed/spam && echo freed"])
+        assert freed.output.strip() == "freed" and not freed.limits
+
+
 async def test_path_traversal_through_the_runtime_api(busybox_image, tmp_path):
     async with runtime(busybox_image) as rt:
         for bad in ("../x", "/etc/passwd", str(tmp_path / "x")):
