@@ -343,8 +343,8 @@ class LocalSandbox(Runtime):
                 if watch.done() and not watch.cancelled() and watch.exception() is None:
                     held_mb = watch.result()
                 watch.cancel()
-                disk_mb = await asyncio.to_thread(_disk_mb, self.workspace)
-                files = await asyncio.to_thread(count_inodes, self.workspace)
+                disk_mb, files = await asyncio.gather(asyncio.to_thread(_disk_mb, self.workspace),
+                                                      asyncio.to_thread(count_inodes, self.workspace))
         # Process exit does not mean EOF: a background child may hold the pipe. Take what came, briefly.
         try:
             await asyncio.wait_for(asyncio.shield(reader), 0.5)
