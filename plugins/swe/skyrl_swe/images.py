@@ -33,7 +33,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
-from .environments import tree_digest  # the same content hash keys the sandbox's install layers
+from .environments import RepoEnvironments, tree_digest  # the same content hash keys the sandbox's install layers
 
 log = logging.getLogger(__name__)
 
@@ -229,8 +229,9 @@ def build_instance_image(client: Any, data: dict, network: bool = False, rebuild
     source = resolve_repository(data, data.get("repo_options"))
     env = ensure_env_image(client, data, base_id)
     env_id = client.images.get(env).id
-    install = str(data.get("install") or "")
-    digest = _digest(env_id, tree_digest(source), install)
+    # the row's environment_setup, pre_install and install commands, in the repository (as the sandbox runs them)
+    commands = RepoEnvironments.setup_for(data) + RepoEnvironments.install_for(data)
+    digest = _digest(env_id, tree_digest(source), *commands)
     tag = f"skyrl-swe/{_slug(data['instance_id'])}:{digest}"
     latest = instance_image_name(data)
     if image_exists(client, tag) and not rebuild:
@@ -243,9 +244,12 @@ def build_instance_image(client: Any, data: dict, network: bool = False, rebuild
         steps = [f"COPY repo/ /testbed/",
                  f"RUN cd /testbed && {git} init -q && {git} add -A -f . && "
                  f"{git} commit -q --no-verify -m 'base commit {data.get('base_commit') or ''}'".rstrip()]
-        if install:
-            offline = "" if network else "PIP_NO_INDEX=1 PIP_NO_BUILD_ISOLATION=0 "
-            steps.append(f"RUN cd /testbed && {offline}PIP_DISABLE_PIP_VERSION_CHECK=1 {install}")
+        offline = "" if network else " PIP_NO_INDEX=1 PIP_NO_BUILD_ISOLATION=0"
+        if commands:  # rows say `pip install ...`: the environment's venv has pip as a module, give it a command
+            steps.append(f"RUN [ -x {ENV_PREFIX}/bin/pip ] || {{ printf '#!/bin/sh\\nexec {ENV_PREFIX}/bin/python "
+                         f"-m pip \"$@\"\\n' > {ENV_PREFIX}/bin/pip && chmod 755 {ENV_PREFIX}/bin/pip; }}")
+        for command in commands:
+            steps.append(f"RUN cd /testbed && export PIP_DISABLE_PIP_VERSION_CHECK=1{offline} && {command}")
         steps.append("RUN chmod -R a+rX /testbed")
         (ctx / "Dockerfile").write_text(f"FROM {env}\n" + "\n".join(steps) + "\nWORKDIR /testbed\n")
         _build(client, ctx, tag, {LABEL: "instance", "skyrl.instance_id": data["instance_id"]}, network=network)

@@ -160,3 +160,27 @@ def test_skyrl_swe_verify_through_docker_gold_1_empty_0(generated, tmp_path, doc
     results = [json.loads(line) for line in empty.stdout.splitlines() if line.startswith("{")]
     assert len(results) == len(rows) and all(r["reward"] == 0.0 for r in results), results
     assert all(r["error"] is None for r in results), results
+
+
+def _rows_module():
+    path = Path(__file__).resolve().parents[1] / "test_rows.py"
+    spec = importlib.util.spec_from_file_location("skyrl_swe_row_cases", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+async def test_a_row_whose_environment_setup_installs_the_repository_scores_gold_1_in_its_image(
+        tmp_path_factory, docker_engine, base_image):
+    from skyrl_swe.images import build_instance_image
+
+    rows = _rows_module()
+    project = rows.project.__wrapped__(tmp_path_factory)  # README.rst a symlink; environment_setup: pip install -e .
+    inst = rows.row(project)
+    image, _ = build_instance_image(docker_engine, dict(inst.data))
+    inst = Instance(id=inst.id, data={**inst.data, "image": image})
+    gold = await verify(inst, rows.GOLD)
+    assert gold.reward == 1.0, gold.metrics
+    empty = await verify(inst, "")
+    assert empty.reward == 0.0 and "error_eval" not in empty.metrics, empty.metrics
+    assert empty.metrics["tests"]["tests/test_loud.py::TestShout::test_words"] == "FAILED"  # a subtest failed
