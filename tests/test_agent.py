@@ -401,3 +401,17 @@ async def test_the_xml_parameter_parser_types_values_by_the_trajectorys_tools(en
     traj = await run(eng, chat, tools=(counter, finish_tool), parser=parser)
     assert traj.finish_reason == "finished" and traj.tool_calls == {"count": 1, "finish": 1}
     assert "0 1 2" in observations(traj)[0]  # "3" reached the tool as the integer its schema asks for
+
+
+def test_a_schema_error_quotes_only_a_cut_of_the_offending_value():
+    from skyrl_core.errors import ToolArgumentsError
+    from skyrl_core.tools import Tool
+
+    tool = Tool(name="probe", description="d", handler=lambda args, ctx: "ok",
+                parameters={"type": "object", "properties": {"q": {"type": "string", "maxLength": 10}}})
+    with pytest.raises(ToolArgumentsError) as info:
+        tool.validate({"q": "x" * 5_000_000})  # jsonschema's message holds the whole 5 MB value
+    text = str(info.value)
+    assert len(text) < 600 and "characters cut" in text and text.endswith("is too long")
+    with pytest.raises(ToolArgumentsError, match="^argument 'q' of 'probe': 5 is not of type 'string'$"):
+        tool.validate({"q": 5})  # a short message is kept whole
