@@ -96,7 +96,7 @@ def _header_path(header: str) -> str:
     if rest.startswith('"'):
         first, rest = _git_token(rest)
         return _strip_side(_git_token(rest)[0]) if rest else _strip_side(first)
-    if rest.endswith('"'):
+    if rest.endswith('"') and ' "' in rest:
         return _strip_side(_git_token(rest[rest.index(' "') + 1:])[0])
     half = (len(rest) - 1) // 2
     if rest[:half][2:] == rest[half + 1:][2:] and rest[half] == " ":
