@@ -237,6 +237,7 @@ class LocalSandbox(Runtime):
         self._drop: tuple[int, int] | None = None
         self._handed: dict[str, int] = {}
         self._base_files: int | None = None  # the workspace's entries before the first command
+        self._last_files = 0  # ... and after the last one
 
     async def start(self) -> None:
         if self.spec.isolation == "none":
@@ -308,7 +309,7 @@ class LocalSandbox(Runtime):
         if self._drop is not None and self._tmp:
             await asyncio.to_thread(hand_over, self.workspace, *self._drop, self._handed)
         if self._base_files is None and self.bwrap:  # what the task put there is not the agent's
-            self._base_files = await asyncio.to_thread(count_inodes, self.workspace)
+            self._base_files = self._last_files = await asyncio.to_thread(count_inodes, self.workspace)
         full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.workspace), "LANG": "C.UTF-8",
                     "PAGER": "cat", "GIT_PAGER": "cat", "PYTHONDONTWRITEBYTECODE": "1", "TERM": "dumb"}
         full_env.update(env or {})
@@ -353,6 +354,7 @@ class LocalSandbox(Runtime):
         text, truncated = truncate_output(buffer.text(), limit, buffer.total)
         code = None if timed_out else proc.returncode
         limits, notes = self._limits_hit(text, code, timed_out, truncated, timeout_s, disk_mb)
+        self._last_files = files if files is not None else self._last_files
         if files is not None and self._base_files is not None and files - self._base_files > self.spec.max_files:
             limits.append("files")
             notes.append(f"[limit files: the workspace holds {files - self._base_files} more files and directories "
@@ -389,8 +391,10 @@ class LocalSandbox(Runtime):
             if loop.time() < next_walk:
                 continue
             t0 = loop.time()
+            files = await asyncio.to_thread(count_inodes, self.workspace)
+            # over the file count, a command that only deletes (fewer entries than it started with) runs on
             if await asyncio.to_thread(_disk_mb, self.workspace) > self.spec.disk_mb or (
-                    await asyncio.to_thread(count_inodes, self.workspace) - (self._base_files or 0) > self.spec.max_files):
+                    files - (self._base_files or 0) > self.spec.max_files and files > self._last_files):
                 _kill_group(proc.pid)
                 return None
             next_walk = loop.time() + max(0.0, 10 * (loop.time() - t0) - DISK_POLL_S)
