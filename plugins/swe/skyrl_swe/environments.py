@@ -12,7 +12,8 @@ instance:
    ``environment_setup`` commands (a string, one command a line, or a list), then ``pre_install`` and
    ``install`` run with the copy as their working directory — where rows in the wild expect them: their
    ``environment_setup`` holds ``pip install -e .`` as often as version pins. (Built without a repository,
-   ``environment_setup`` runs in the environment's own directory.) What the step leaves in the copy (compiled extensions, generated version
+   ``environment_setup`` runs in the environment's own directory.) What the step leaves in the copy (compiled
+   extensions, generated version
    files, ``*.egg-info``) is the tree every workspace is copied from; what it installs (distribution metadata,
    entry points, console scripts) lives in the small venv. Key: the environment's key plus a hash of the
    repository's files (paths and bytes) and of the command.
@@ -182,8 +183,8 @@ class RepoEnvironments:
     def key_for(cls, data: dict, with_setup: bool = False) -> str:
         """The environment layer's key; ``with_setup``: the layer also runs ``environment_setup`` (no source)."""
         key = data.get("env_key") or f"{data.get('repo', 'repo')}@{data.get('version') or 'any'}"
-        setup = ["--setup--", *cls.setup_for(data)] if with_setup else []
-        return key + "+" + _digest(sys.version.split()[0], *sorted(cls.packages_for(data)), *setup)
+        setup = cls.setup_for(data) if with_setup else []  # the marker stays: layers built before keep their key
+        return key + "+" + _digest(sys.version.split()[0], *sorted(cls.packages_for(data)), "--setup--", *setup)
 
     def path_for(self, key: str) -> Path:
         slug = "".join(c if c.isalnum() or c in "-_.@+" else "_" for c in key)
