@@ -47,7 +47,8 @@ NONINTERACTIVE_ENV = {
 # carries the exit status and whether anything was left.
 _WRAPPER = r"""
 script=$(mktemp "${TMPDIR:-/tmp}/skyrl-command.XXXXXX") || exit 125
-cat > "$script"
+# never run a command cut short (a full /tmp): refuse it whole
+cat > "$script" || { rm -f "$script"; echo "the command could not be written to ${TMPDIR:-/tmp} (full?): not run" >&2; exit 125; }
 if command -v timeout >/dev/null 2>&1; then
   timeout -k __KILL__ "$1" bash "$script" </dev/null &
 else

@@ -124,3 +124,14 @@ def test_split_patch_reads_every_header_form():
              'diff --git "a/\\303\\274.py" "b/\\303\\274.py"\n--- "a/\\303\\274.py"\n+++ "b/\\303\\274.py"\n'
              "diff --git a/s p.py b/s p.py\n--- a/s p.py\t\n+++ b/s p.py\t\n@@ -1 +1 @@\n-a\n+b\n")
     assert [p for p, _ in split_patch(patch)] == ["x y.py", 'q"t.py', "new name.py", "ü.py", "s p.py"]
+
+
+async def test_a_command_that_cannot_be_written_whole_is_not_run(ctx):
+    # the command travels through a file in $TMPDIR: when it cannot be written whole, none of it runs
+    res = await tool("bash").call({"command": "echo ran > marker.txt"}, _with_env(ctx, TMPDIR="/proc"))
+    assert res.error and not (ctx.runtime.workspace / "marker.txt").exists(), res.output
+
+
+def _with_env(ctx, **env):
+    ctx.runtime.tool_env = {**ctx.runtime.tool_env, **env}
+    return ctx
