@@ -177,3 +177,25 @@ def test_piped_training_prints_progress_at_a_steady_interval():
     lines = buffer.getvalue().splitlines()
     assert len(lines) >= 2 and all(line.startswith("rollouts: 5/32 trajectories, ") for line in lines)
     assert len(buffer.getvalue()) == quiet_from
+
+
+def test_plugins_hook_filter_takes_comma_lists_and_never_claims_nothing_is_installed(plugins):
+    """A filter that excludes every plugin says so (not "No third-party plugins installed"); an unknown hook is
+    an error naming the valid ones; ``--hook a,b`` is the same as ``--hook a --hook b``; "policy losses"."""
+    from click.testing import CliRunner
+
+    from skyrl_core.cli import build_cli
+
+    plugins.register_plugin(_long_name_plugin(), "long_names")
+    runner = CliRunner()
+    none = runner.invoke(build_cli(), ["plugins", "--hook", "register_policy_losses"])
+    assert none.exit_code == 0
+    assert "No third-party plugins installed" not in none.output
+    assert "None of the 1 third-party plugins installed implements register_policy_losses" in none.output
+    both = runner.invoke(build_cli(), ["plugins", "--all", "--hook", "register_tools,register_policy_losses"])
+    names = [line.split("\t")[0] for line in both.output.splitlines()[1:]]
+    assert "long_names" in names and "builtin:backends" in names and "builtin:runtimes" not in names
+    assert "policy losses: ppo_clip" in both.output and "losss" not in both.output
+    bad = skyrl("plugins", "--hook", "nonsense")
+    assert bad.returncode == 2 and "--hook nonsense: no such hook" in bad.stderr
+    assert "register_tools" in bad.stderr and "Traceback" not in bad.stderr
