@@ -63,7 +63,7 @@ def register_commands(register):
         from ..evaluate import run_eval
 
         console = Console()
-        cfg = load_config(config, list(overrides or []))
+        cfg = load_config(config, list(overrides or []), command="eval")
         out = output or default_output_dir()
         console.print(f"writing to [bold]{out}[/bold]")
         with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),

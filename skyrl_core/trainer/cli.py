@@ -108,7 +108,7 @@ def train_command(
     from ..config import load_config
     from .loop import TrainRun
 
-    cfg = load_config(config, list(overrides or []))
+    cfg = load_config(config, list(overrides or []), command="train")
     launch = backend_launcher(cfg)
     if launch is not None:  # the backend runs its own training loop (e.g. SkyRL-train's Ray trainer)
         launch(cfg, output=Path(output) if output else default_output(config), resume=resume)
