@@ -32,7 +32,7 @@ def metrics_table(metrics: dict[str, Any]):
     table.add_column("metric")
     table.add_column("value", justify="right")
     for key, value in metrics.items():
-        if key == "dispatch":
+        if key in ("dispatch", "error_messages"):  # error messages: printed in full below the table
             continue
         if isinstance(value, dict):
             value = ", ".join(f"{k}: {v}" for k, v in value.items()) or "-"
@@ -60,7 +60,7 @@ def register_commands(register):
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         from ..config import load_config
-        from ..evaluate import run_eval
+        from ..evaluate import run_eval, run_problems
 
         console = Console()
         cfg = load_config(config, list(overrides or []), command="eval")
@@ -82,6 +82,11 @@ def register_commands(register):
         console.print(metrics_table(metrics))
         console.print(f"trajectories: {out}/trajectories.jsonl · metrics: {out}/metrics.json · "
                       f"view: {out}/trajectories.html")
+        lines, failed = run_problems(metrics)
+        for line in lines:
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+        if failed:
+            raise typer.Exit(1)
 
     app = typer.Typer(rich_markup_mode=None, add_completion=False)
     app.command("eval")(eval_command)
