@@ -153,6 +153,9 @@ def train_command(
                         description=f"reward {_fmt(record.get('reward_mean'))} "
                                     f"loss {_fmt(record.get('train/loss'), '.4f')} "
                                     f"step {_fmt(record.get('step_s'), '.0f')} s")
+        if record.get("no_update"):
+            console.print(f"step {record['step']}: no update: {record['no_update']}", highlight=False,
+                          soft_wrap=True)
         console.print(f"step {record['step']}: reward {_fmt(record.get('reward_mean'), '.3f')}, "
                       f"turns {_fmt(record.get('mean_turns'))}, tool calls "
                       f"{_fmt(record.get('tool_calls_per_trajectory'))}, zero-adv groups "
@@ -181,3 +184,13 @@ def train_command(
                       f"(step {last['step']})", highlight=False, soft_wrap=True)
     console.print(f"done: {summary['steps']} steps; metrics {out / 'metrics.jsonl'}, plot {summary['plot']}, "
                   f"checkpoint {summary['checkpoint'] or '-'}", highlight=False, soft_wrap=True)
+    run_steps, updated = summary.get("steps_run", 0), summary.get("steps_updated", 0)
+    if run_steps and updated < run_steps:
+        reasons = "; ".join(f"{why} ({n} step{'s' if n > 1 else ''})"
+                            for why, n in summary.get("no_update_reasons", {}).items())
+        console.print(f"{run_steps - updated} of {run_steps} steps trained nothing: {reasons}", highlight=False,
+                      soft_wrap=True)
+    if run_steps and not updated:
+        console.print("no step of this run updated the policy (the weights are the ones it started from)",
+                      highlight=False, soft_wrap=True)
+        raise typer.Exit(1)

@@ -138,6 +138,37 @@ def trajectory_summary(trajectories: Sequence[Any], per_task: bool = True) -> di
     return out
 
 
+def trainable_data(batch: Any) -> int:
+    """Data of ``batch`` that can move the policy: not loss-masked and with at least one generated token (what
+    every backend trains on; zero-advantage groups are already left out of ``batch.data``)."""
+    return sum(1 for d in batch.data if d.loss_mask and any(d.response_mask))
+
+
+def no_data_reason(trajectories: Sequence[Any], batch: Any) -> str:
+    """Why a step's batch holds no trainable data, in words a user can act on: every trajectory failed before
+    the model produced a token (with the first error), every group had zero advantage (equal rewards within each
+    group), or every trajectory with data was loss-masked (counted by finish reason; ``max_tokens`` is a
+    generation cut at ``sampling.max_tokens``)."""
+    n = len(trajectories)
+    with_data = [t for t in trajectories if t.transitions]
+    if not with_data:
+        first = next((t.error for t in trajectories if t.error), None)
+        return (f"none of the {n} trajectories produced a token" + (f" (first error: {first})" if first else ""))
+    zero = int(batch.metrics.get("zero_advantage_groups", 0))
+    groups = len({t.group_id for t in with_data})
+    if zero and zero >= groups:
+        rewards = sorted({float(t.reward) for t in with_data})
+        shown = ", ".join(f"{r:g}" for r in rewards[:5])
+        return (f"all {groups} groups had zero advantage (every sample of a group got the same reward; rewards "
+                f"seen: {shown})")
+    masked = Counter(t.finish_reason or "none" for t in with_data if t.masked)
+    if masked:
+        parts = ", ".join(f"{reason} {count}" for reason, count in masked.most_common())
+        cut = " (max_tokens: cut at sampling.max_tokens)" if "max_tokens" in masked else ""
+        return f"every trajectory with a non-zero advantage was loss-masked (finish reasons: {parts}){cut}"
+    return "no datum had a generated token"
+
+
 def _raise_if_cancelled() -> None:
     """Re-raise a Ctrl-C that a rollout absorbed (a dispatcher that turns cancellation into "cancelled"
     trajectories must not make the loop train on them)."""
@@ -178,6 +209,8 @@ class TrainRun:
         self.records: list[dict] = []
         self._saved_step = -1
         self._training = False
+        self.steps_run = 0  # train steps run by this process (a resumed run's earlier steps not included)
+        self.steps_updated = 0  # of those, steps that updated the policy (trainable data, an optimiser step)
 
     # -- setup -----------------------------------------------------------------------------------------------
     async def _setup(self) -> None:
@@ -266,6 +299,7 @@ class TrainRun:
         self._dump_trajectories(f"step-{step:06d}", trajectories)
         release_freed_memory()  # the rollouts' KV caches, freed in the engine's arena (see trainer/memory.py)
         batch = build_training_batch(trajectories, cfg.backend.advantage, cfg.backend.std_normalize)
+        trainable = trainable_data(batch)
         t1 = time.perf_counter()
         self._training = True
         try:
@@ -281,6 +315,14 @@ class TrainRun:
         record.update({f"batch/{k}": v for k, v in batch.metrics.items()})
         record.update({f"train/{k}": v for k, v in train_metrics.items()})
         record.update({f"dispatch/{k}": v for k, v in dispatch.items() if isinstance(v, (int, float))})
+        updated = trainable > 0 and not train_metrics.get("empty") and train_metrics.get("optim_steps", 1) != 0
+        record["trainable_data"] = float(trainable)
+        if not updated:
+            record["no_update"] = (no_data_reason(trajectories, batch) if not trainable else
+                                   "the backend made no optimiser step")
+            log.warning("step %d trained nothing: %s", step, record["no_update"])
+        self.steps_run += 1
+        self.steps_updated += updated
         record.update(rollout_s=t_rollout, train_s=t_train, step_s=time.perf_counter() - t0,
                       peak_rss_mb=peak_rss_mb(), rss_mb=current_rss_mb(), bad_steps=self.backend.bad_steps)
         self._log(record)
@@ -368,8 +410,8 @@ class TrainRun:
 
     # -- the run ---------------------------------------------------------------------------------------------
     async def run(self) -> dict[str, Any]:
-        """Train to ``train.steps``; return a summary (first/last eval pass@1, paths). Saves a checkpoint on
-        Ctrl-C (unless interrupted inside a weight update) and re-raises."""
+        """Train to ``train.steps``; return a summary (first/last eval pass@1, paths, ``steps_run`` and
+        ``steps_updated`` by this process, ``no_update_reasons`` with counts). Saves a checkpoint on Ctrl-C (unless interrupted inside a weight update) and re-raises."""
         cfg = self.config
         try:
             await self._setup()
@@ -398,7 +440,10 @@ class TrainRun:
     def summary(self) -> dict[str, Any]:
         evals = [r for r in self.records if r.get("kind") == "eval"]
         plot = self.plot()
-        return {"steps": self.step, "output": str(self.output), "plot": str(plot) if plot else None,
+        reasons = Counter(r["no_update"] for r in self.records if r.get("kind") == "train" and r.get("no_update"))
+        return {"steps": self.step, "steps_run": self.steps_run, "steps_updated": self.steps_updated,
+                "no_update_reasons": dict(reasons.most_common()),
+                "output": str(self.output), "plot": str(plot) if plot else None,
                 "eval_first": evals[0] if evals else None, "eval_last": evals[-1] if evals else None,
                 "checkpoint": str(latest_checkpoint(self.ckpt_root) or "")}
 
