@@ -73,7 +73,10 @@ class SamplingConfig:
 class EngineConfig:
     """Inference engine. ``type``: hf | openai | vllm | a plugin's. ``max_batch``: requests decoded together;
     ``device``: auto | cpu | cuda; ``base_url``/``api_key``/``served_model``: the server for openai, and for vllm when it talks to a vLLM
-    server instead of loading the model in-process; ``timeout_s`` per call (seconds).
+    server instead of loading the model in-process. ``timeout_s`` catches a stalled call: seconds without a new
+    token once the engine is decoding it (time queued behind other requests does not count; against a server,
+    which sends nothing until done, seconds without an answer); ``call_timeout_s`` bounds one call's whole wall
+    time, queueing included (None: no bound); docs/engines.md, "Timeouts".
     ``replicas`` copies of the engine, or one openai engine per URL in ``endpoints``, sit behind one router that
     sends each request to the replica with the fewest outstanding tokens (``sticky``: a trajectory stays on its
     replica, for prefix-cache reuse); ``placement: ray`` builds each replica in a Ray actor asking for
@@ -87,6 +90,7 @@ class EngineConfig:
     api_key: str | None = None
     served_model: str | None = None
     timeout_s: float = 300.0
+    call_timeout_s: float | None = 3600.0
     options: dict[str, Any] = attrs.Factory(dict)
     replicas: int = 1
     endpoints: list[str] = attrs.Factory(list)

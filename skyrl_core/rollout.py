@@ -45,6 +45,8 @@ from .transitions import Trajectory
 
 log = logging.getLogger(__name__)
 
+CALL_BOUND_GRACE_S = 5.0  # the agent loop's per-call backstop trails engine.call_timeout_s by this (seconds)
+
 
 @attrs.define
 class _Resolved:
@@ -344,6 +346,11 @@ class RolloutSession:
                     messages.insert(0, {"role": "system", "content": system_prompt})
             traj.messages = messages
 
+        # engine.timeout_s (a stall) and engine.call_timeout_s are the engine's own bounds (EngineStalled names
+        # them); the loop's bound is a backstop for an engine without them, a little later so theirs fire first
+        call_limit = cfg.engine.call_timeout_s
+        call_bound = None if call_limit is None else call_limit + CALL_BOUND_GRACE_S
+
         async def run(traj: Trajectory) -> None:
             from .agent import run_agent
 
@@ -351,8 +358,7 @@ class RolloutSession:
             routing_key.set(traj.id)  # an engine router keeps a trajectory on one replica (engine.sticky)
             await run_agent(traj, engine=self.engine, tools=slot.resolved.tools, parser=slot.resolved.parser,
                             chat=slot.resolved.chat, agent_config=slot.resolved.agent, sampling=sampling_for(traj),
-                            ctx=slot.ctx,
-                            engine_timeout_s=cfg.engine.timeout_s)
+                            ctx=slot.ctx, engine_timeout_s=call_bound)
 
         async def evaluate(traj: Trajectory) -> None:
             slot = slots[id(traj)]
