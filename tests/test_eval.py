@@ -130,6 +130,22 @@ def test_eval_where_no_trajectory_could_run_exits_nonzero_and_says_why(tmp_path,
     assert json.loads((out / "metrics.json").read_text())["trajectories_run"] == 0
 
 
+async def test_a_slow_queue_is_not_a_timeout_only_a_stall_is(tmp_path, tiny_chat_model_dir):
+    """engine.timeout_s bounded one call's wall time, queueing included: three 600-token calls through one
+    batch slot with a 2 s limit timed out (the third waits for two whole calls). It bounds a stall now: every
+    call is answered, each to its max_tokens."""
+    from skyrl_core.config import load_config
+    from skyrl_core.evaluate import run_eval
+
+    cfg = load_config(str(REPO / "examples" / "gsm8k.yaml"),
+                      ["data.limit=3", f"model={tiny_chat_model_dir}", "engine.device=cpu", "engine.max_batch=1",
+                       "engine.timeout_s=2", "agent.max_turns=1", "agent.max_context_tokens=2048",
+                       "sampling.max_tokens=600", "dispatcher.max_parallel_agents=3"])
+    metrics = await run_eval(cfg, tmp_path)
+    assert metrics["finish_reasons"] == {"max_tokens": 3}, metrics.get("error_messages")
+    assert metrics["tokens_out"] == 3 * 600
+
+
 @pytest.mark.slow
 def test_skyrl_eval_on_gsm8k_end_to_end(tmp_path):
     """The real command: real GSM8K problems (the bundled copy), the real model and sandbox, files written, table
