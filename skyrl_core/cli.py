@@ -47,6 +47,9 @@ def _root(
 ) -> None:
     logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    from .notes import show_notes
+
+    show_notes()  # a one-time model conversion, eval rows left out, a checkpoint: plain lines, not WARNINGs
 
 
 # -- skyrl plugins -----------------------------------------------------------------------------------------

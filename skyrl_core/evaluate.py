@@ -117,7 +117,7 @@ def run_problems(metrics: dict[str, Any]) -> tuple[list[str], bool]:
     messages = metrics.get("error_messages") or []
     if messages:
         count = sum((metrics.get("errors") or {}).values())
-        lines.append(f"{count} of {n} trajectories ended in an error; the first of each kind:")
+        lines.append(f"{count} of {n} trajectories ended on an error or a limit; the first message of each kind:")
         lines.extend(f"  {message}" for message in messages)
     if n and not metrics.get("verified", n):
         lines.append(f"the verifier ran on none of the {n} trajectories (each ended before it), so there are no "

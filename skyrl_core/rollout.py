@@ -37,6 +37,7 @@ from .config import task_agent_config, task_sampling_config
 from .errors import ConfigError
 from .inference.base import SamplingParams
 from .inference.router import routing_key
+from .notes import note
 from .plugins import get_registry
 from .runtime import RuntimeSpec
 from .tasks import TAMPERED, UNVERIFIABLE, Instance, Task, Unverifiable, VerifierResult, run_verifier
@@ -266,10 +267,10 @@ class RolloutSession:
                                   f"instances poses a problem of the run's train data (tasks.N.data), so nothing "
                                   f"is held out; point eval_data at other rows (another split, file or offset), "
                                   f"or leave eval_data out to evaluate on data itself")
-            if report["eval_train_overlap"] or report["eval_repeats"]:
-                log.warning("task '%s': %d eval instances pose a train problem and %d repeat an earlier eval one: "
-                            "left out of the eval (%d kept)", tc.name, report["eval_train_overlap"],
-                            report["eval_repeats"], len(kept))
+            if report["eval_train_overlap"] or report["eval_repeats"]:  # expected split hygiene: a note
+                note("task '%s': %d eval instances pose a train problem and %d repeat an earlier eval one: "
+                     "left out of the eval (%d kept)", tc.name, report["eval_train_overlap"],
+                     report["eval_repeats"], len(kept))
             items.extend((tc, inst) for inst in kept)
         return items
 

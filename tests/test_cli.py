@@ -199,3 +199,34 @@ def test_plugins_hook_filter_takes_comma_lists_and_never_claims_nothing_is_insta
     bad = skyrl("plugins", "--hook", "nonsense")
     assert bad.returncode == 2 and "--hook nonsense: no such hook" in bad.stderr
     assert "register_tools" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_piped_progress_names_the_phase_and_estimates_the_time_left():
+    import io
+    import time
+
+    from rich.console import Console
+
+    from skyrl_core.trainer.cli import PipeProgress, timeouts
+
+    progress = PipeProgress(Console(file=io.StringIO(), width=200), interval=60)
+    progress.update("eval before training", 0, 10)
+    assert progress.line().startswith("eval before training: 0/10 trajectories, ")
+    assert "left" not in progress.line()  # nothing finished: no estimate yet
+    time.sleep(0.2)
+    progress.update("eval before training", 5, 10)
+    line = progress.line()
+    head, eta = line.split(", about ")
+    assert head.startswith("eval before training: 5/10 trajectories, ") and eta.endswith(" s left")
+    assert timeouts({"finish/timeout": 0.11}, 100).startswith("; 11 of 100 trajectories ended on an engine timeout")
+    assert timeouts({"finish/timeout": 0.0}, 100) == "" and timeouts({}, None) == ""
+
+
+def test_model_loading_draws_no_progress_bar_into_a_pipe(tiny_chat_model_dir):
+    """transformers' tqdm bars (weight loading, the one-time GGUF conversion) wrote dozens of carriage-return
+    updates onto one line of a piped log; off a terminal they are off."""
+    code = f"from skyrl_core.models import load_causal_lm; load_causal_lm({tiny_chat_model_dir!r})"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, SKYRL_LOAD_PLUGINS=""))
+    assert proc.returncode == 0, proc.stderr
+    assert "\r" not in proc.stderr and "it/s" not in proc.stderr and "Loading" not in proc.stderr, proc.stderr

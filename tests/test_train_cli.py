@@ -233,6 +233,30 @@ def test_a_run_that_trains_nothing_says_why_and_exits_nonzero(tiny_run_config, t
     assert record["trainable_data"] == 0 and record["no_update"] == why
 
 
+def test_progress_names_each_phase_and_checkpoints_are_announced_with_size(tiny_run_config, tmp_path):
+    import asyncio
+    import logging
+
+    from skyrl_core.config import load_config
+    from skyrl_core.trainer.loop import TrainRun
+
+    phases: list[str] = []
+    notes: list[str] = []
+    catch = logging.Handler()
+    catch.emit = lambda record: notes.append(record.getMessage())
+    logging.getLogger("skyrl.note").addHandler(catch)
+    cfg = load_config(tiny_run_config, ["train.steps=1", "train.batch_size=1", "sampling.n_samples=1",
+                                        "train.eval_at_start=true", "train.eval_every=1", "train.checkpoint_every=1"])
+    try:
+        asyncio.run(TrainRun(cfg, tmp_path / "run", on_rollout=lambda p, d, t: phases.append(p)).run())
+    finally:
+        logging.getLogger("skyrl.note").removeHandler(catch)
+    assert list(dict.fromkeys(phases)) == ["eval before training", "rollouts for step 1", "eval after step 1"]
+    ckpt = tmp_path / "run" / "checkpoints" / "step-000001"
+    (line,) = [n for n in notes if n.startswith("checkpoint of step 1: ")]
+    assert line.startswith(f"checkpoint of step 1: {ckpt} (") and line.endswith(("kB)", "MB)"))
+
+
 def test_no_data_reason_names_failed_masked_and_cut_trajectories():
     from skyrl_core.postprocess import build_training_batch
     from skyrl_core.trainer.loop import no_data_reason, trainable_data

@@ -32,6 +32,7 @@ import attrs
 from ..backends import TrainingDivergedError, create_backend
 from ..config import Config, config_to_yaml
 from ..errors import SkyrlError
+from ..notes import note
 from ..postprocess import build_training_batch
 from ..rollout import sampling_params
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
@@ -138,6 +139,20 @@ def trajectory_summary(trajectories: Sequence[Any], per_task: bool = True) -> di
     return out
 
 
+def directory_bytes(path: Path) -> int:
+    """Bytes of the regular files under ``path`` (a checkpoint), symlinks not followed."""
+    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def human_size(n: float) -> str:
+    """``1.6 GB``, ``512 kB``: decimal units, three significant figures."""
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:.3g} {unit}"
+        n /= 1000
+    return f"{n:.3g} TB"  # pragma: no cover
+
+
 def trainable_data(batch: Any) -> int:
     """Data of ``batch`` that can move the policy: not loss-masked and with at least one generated token (what
     every backend trains on; zero-advantage groups are already left out of ``batch.data``)."""
@@ -182,7 +197,8 @@ class TrainRun:
 
     ``session_factory`` (async, ``config -> session``) defaults to ``RolloutSession.create``. ``on_step`` is
     called with each train record (progress display); ``on_rollout(phase, done, total)`` with each finished
-    trajectory of a rollout (``phase`` is ``rollouts`` or ``eval``). Raises SkyrlError when ``output`` already holds
+    trajectory of a rollout (``phase`` is ``rollouts for step <k>``, ``eval before training`` or
+    ``eval after step <k>``). Raises SkyrlError when ``output`` already holds
     checkpoints and ``resume`` is False, or ``resume`` is True and there is none, or ``resume`` is True and the
     data fingerprint of the checkpoint (:func:`data_fingerprint`) differs from this config's, naming the keys
     (``accept_data_change`` resumes anyway, with a warning: the cursor then indexes the new order).
@@ -290,7 +306,7 @@ class TrainRun:
         step = self.step + 1
         t0 = time.perf_counter()
         items = self.step_items()
-        self._watch_rollout("rollouts", len(items) * cfg.sampling.n_samples)
+        self._watch_rollout(f"rollouts for step {step}", len(items) * cfg.sampling.n_samples)
         sampling = sampling_params(cfg, seed=self.sampling_seed)
         trajectories, dispatch = await self.session.rollout(items, cfg.sampling.n_samples, sampling,
                                                             seed_round=f"step-{step}")
@@ -341,7 +357,8 @@ class TrainRun:
         cfg = self.config
         t0 = time.perf_counter()
         sampling = sampling_params(cfg, temperature=cfg.train.eval_temperature, seed=self.sampling_seed)
-        self._watch_rollout("eval", len(self.eval_items))
+        self._watch_rollout("eval before training" if self.step == 0 else f"eval after step {self.step}",
+                            len(self.eval_items))
         trajectories, _ = await self.session.rollout(self.eval_items, 1, sampling, seed_round="eval",
                                                      keep=("temperature",))
         _raise_if_cancelled()
@@ -402,6 +419,7 @@ class TrainRun:
         path = save_checkpoint(self.ckpt_root, self.step, self.backend, state,
                                keep=self.config.train.keep_checkpoints)
         self._saved_step = self.step
+        note("checkpoint of step %d: %s (%s)", self.step, path, human_size(directory_bytes(path)))
         return path
 
     def _eval_due(self) -> bool:
