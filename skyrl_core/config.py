@@ -452,7 +452,8 @@ def _merged(section: Any, override: dict[str, Any] | None, cls: type, where: str
         return _converter.structure(data, cls)
     except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
         if isinstance(exc, cattrs.BaseValidationError):
-            raise ConfigError(_format_cattrs_error(exc, data).replace("config key '", f"config key '{where}.")) from None
+            message = _format_cattrs_error(exc, data)
+            raise ConfigError(message.replace("config key '", f"config key '{where}.")) from None
         raise ConfigError(f"config key '{where}': {exc}") from None
 
 

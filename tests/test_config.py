@@ -144,7 +144,8 @@ def _write(tmp_path, text):
 def test_eval_refuses_a_data_override_that_the_eval_split_ignores(tmp_path):
     """`skyrl eval CONFIG data.limit=3` on a config with eval_data rolled out the whole eval_data: now an error
     naming eval_data.limit=3; with eval_data.* beside it (the hygiene set on purpose) and under train it stands."""
-    config = _write(tmp_path, "tasks:\n  - {name: gsm8k, data: {split: test, offset: 20}, eval_data: {split: test, limit: 20}}\n")
+    config = _write(tmp_path, "tasks:\n  - {name: gsm8k, data: {split: test, offset: 20},\n"
+                              "     eval_data: {split: test, limit: 20}}\n")
     with pytest.raises(ConfigError) as exc:
         load_config(config, ["data.limit=3"], command="eval")
     assert "write eval_data.limit=3" in str(exc.value) and "task 'gsm8k'" in str(exc.value)
