@@ -285,6 +285,7 @@ async def test_a_stall_fails_the_admitted_call_while_a_queued_one_waits_unharmed
             eng._step_lock.release()
         out = await asyncio.wait_for(second, 120)
         assert len(out.output_ids) == 4
+        assert eng.stats.queue_wait_s >= 4.0  # the queueing is reported apart, in the engine's stats
         message = str(stalled.value)
         assert message.startswith("engine 'hf' produced no token for 2 s (engine.timeout_s) after 0 tokens")
         assert isinstance(stalled.value, TimeoutError)  # the agent loop ends the trajectory `timeout`

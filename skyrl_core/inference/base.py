@@ -124,6 +124,8 @@ class EngineStats:
 
     ``busy_s`` accumulates seconds with at least one request in flight; ``occupancy_integral`` accumulates
     (requests in flight / capacity) x seconds, so ``occupancy_integral / wall`` is the mean batch occupancy.
+    ``queue_wait_s`` accumulates the seconds requests waited for a slot before they were admitted (the time
+    ``engine.timeout_s`` does not count as a stall).
     """
 
     capacity: int = 1
@@ -139,6 +141,7 @@ class EngineStats:
     decode_rows: int = 0
     max_batch_seen: int = 0
     errors: int = 0
+    queue_wait_s: float = 0.0
     _last: float = attrs.field(factory=time.perf_counter, repr=False)
 
     def _tick(self, now: float | None = None) -> None:
@@ -170,7 +173,8 @@ class EngineStats:
                 "requests": self.requests, "tokens_in": self.tokens_in, "tokens_out": self.tokens_out,
                 "busy_s": self.busy_s, "occupancy_integral": self.occupancy_integral,
                 "forward_passes": self.forward_passes, "decode_steps": self.decode_steps,
-                "decode_rows": self.decode_rows, "max_batch_seen": self.max_batch_seen, "errors": self.errors}
+                "decode_rows": self.decode_rows, "max_batch_seen": self.max_batch_seen, "errors": self.errors,
+                "queue_wait_s": self.queue_wait_s}
 
 
 class Engine(abc.ABC):
@@ -212,10 +216,12 @@ async def tracked(stats: "EngineStats", slots: Any, prompt_tokens: int, produce:
     counted in ``stats.errors`` and re-raised. Returns what ``produce`` returned."""
     stats.queued += 1
     waiting = True
+    since = time.monotonic()
     try:
         async with slots:
             stats.queued -= 1
             waiting = False
+            stats.queue_wait_s += time.monotonic() - since
             stats.started(prompt_tokens)
             out = None
             try:

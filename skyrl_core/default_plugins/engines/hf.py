@@ -255,6 +255,7 @@ class HFEngine(Engine):
                         continue
                     self.stats.started(len(req.prompt))
                     req.clock.admit()
+                    self.stats.queue_wait_s += req.clock.queue_s()
                     admitted.append(req)
             try:
                 with self._step_lock:
