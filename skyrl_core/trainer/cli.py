@@ -169,9 +169,6 @@ def train_command(
                         description=f"reward {_fmt(record.get('reward_mean'))} "
                                     f"loss {_fmt(record.get('train/loss'), '.4f')} "
                                     f"step {_fmt(record.get('step_s'), '.0f')} s")
-        if record.get("no_update"):
-            console.print(f"step {record['step']}: no update: {record['no_update']}", highlight=False,
-                          soft_wrap=True)
         console.print(f"step {record['step']}: reward {_fmt(record.get('reward_mean'), '.3f')}, "
                       f"turns {_fmt(record.get('mean_turns'))}, tool calls "
                       f"{_fmt(record.get('tool_calls_per_trajectory'))}, zero-adv groups "
