@@ -94,13 +94,16 @@ def test_session_eval_split_of_the_quickstart_is_clean(tiny_engine, plugins):
     seen: list[logging.LogRecord] = []
     catch = logging.Handler()
     catch.emit = seen.append
-    for name in ("skyrl.note", "skyrl_core.rollout"):
+    levels = {name: logging.getLogger(name).level for name in ("skyrl.note", "skyrl_core.rollout")}
+    for name in levels:
         logging.getLogger(name).addHandler(catch)
+        logging.getLogger(name).setLevel(logging.INFO)
     try:
         evals = session.load_instances("eval")
     finally:
-        for name in ("skyrl.note", "skyrl_core.rollout"):
+        for name, level in levels.items():
             logging.getLogger(name).removeHandler(catch)
+            logging.getLogger(name).setLevel(level)
     # the expected split hygiene is a console note (INFO on skyrl.note), not a WARNING
     (left_out,) = [r for r in seen if "left out of the eval" in r.getMessage()]
     assert left_out.name == "skyrl.note" and left_out.levelno == logging.INFO

@@ -244,13 +244,17 @@ def test_progress_names_each_phase_and_checkpoints_are_announced_with_size(tiny_
     notes: list[str] = []
     catch = logging.Handler()
     catch.emit = lambda record: notes.append(record.getMessage())
-    logging.getLogger("skyrl.note").addHandler(catch)
+    note_log = logging.getLogger("skyrl.note")
+    level = note_log.level
+    note_log.addHandler(catch)
+    note_log.setLevel(logging.INFO)  # notes are INFO: the CLI turns them on (skyrl_core.notes.show_notes)
     cfg = load_config(tiny_run_config, ["train.steps=1", "train.batch_size=1", "sampling.n_samples=1",
                                         "train.eval_at_start=true", "train.eval_every=1", "train.checkpoint_every=1"])
     try:
         asyncio.run(TrainRun(cfg, tmp_path / "run", on_rollout=lambda p, d, t: phases.append(p)).run())
     finally:
-        logging.getLogger("skyrl.note").removeHandler(catch)
+        note_log.removeHandler(catch)
+        note_log.setLevel(level)
     assert list(dict.fromkeys(phases)) == ["eval before training", "rollouts for step 1", "eval after step 1"]
     ckpt = tmp_path / "run" / "checkpoints" / "step-000001"
     (line,) = [n for n in notes if n.startswith("checkpoint of step 1: ")]
