@@ -195,8 +195,8 @@ async def run_agent(trajectory: Trajectory, *, engine: Any, tools: dict[str, Too
             out = await asyncio.wait_for(recorder.generate(state.ids, call_sampling), engine_timeout_s)
         except asyncio.CancelledError:
             raise
-        except (asyncio.TimeoutError, TimeoutError):
-            finish(TIMEOUT, f"engine call timed out after {engine_timeout_s:g} s (engine.timeout_s)")
+        except (asyncio.TimeoutError, TimeoutError) as exc:  # EngineStalled names its bound and the queueing
+            finish(TIMEOUT, str(exc) or f"engine call timed out after {engine_timeout_s:g} s (engine.call_timeout_s)")
             break
         except Exception as exc:  # an engine failure ends this trajectory only
             name = getattr(engine, "name", type(engine).__name__)

@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from . import __version__
+from . import __version__, hookspecs
 from .errors import SkyrlError
 from .plugins import KINDS, get_plugins
 
@@ -47,6 +47,9 @@ def _root(
 ) -> None:
     logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    from .notes import show_notes
+
+    show_notes()  # a one-time model conversion, eval rows left out, a checkpoint: plain lines, not WARNINGs
 
 
 # -- skyrl plugins -----------------------------------------------------------------------------------------
@@ -54,29 +57,47 @@ def _root(
 def plugins_command(
     all_: bool = typer.Option(False, "--all", help="Include the built-in default plugins."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON for machines."),
-    hook: Optional[list[str]] = typer.Option(None, "--hook", help="Only plugins implementing this hook."),
+    hook: Optional[list[str]] = typer.Option(None, "--hook", metavar="HOOK[,HOOK...]",
+                                             help="Only plugins implementing one of these hooks (repeat the "
+                                                  "option or give a comma list), e.g. register_tools."),
 ) -> None:
     """List installed plugins: distribution, version, hooks and what each registered."""
     plugins = get_plugins()
     plugins.registry  # build the registry so capabilities are filled in
-    infos = [i for i in plugins.infos.values() if all_ or not i.builtin]
+    installed = [i for i in plugins.infos.values() if all_ or not i.builtin]
+    infos = installed
     if hook:
-        infos = [i for i in infos if set(hook) & set(i.hooks)]
+        wanted = {h.strip() for part in hook for h in part.split(",") if h.strip()}
+        known = {name for name, obj in vars(hookspecs).items() if hasattr(obj, "skyrl_spec")}
+        unknown = sorted(wanted - known)
+        if unknown:
+            raise SkyrlError(f"--hook {', '.join(unknown)}: no such hook; valid: {', '.join(sorted(known))}")
+        infos = [i for i in installed if wanted & set(i.hooks)]
     if as_json:
         console.print_json(json.dumps([i.to_json() for i in infos]))
         return
     if not infos:
-        console.print("No third-party plugins installed. `skyrl plugins --all` shows the built-ins; "
-                      "install one with `pip install -e plugins/<name>`.")
+        if installed:  # a filter excluded every plugin: say so, not that none is installed
+            console.print(f"None of the {len(installed)} {'' if all_ else 'third-party '}plugins installed "
+                          f"implements {' or '.join(sorted(wanted))} (`skyrl plugins` lists them all).",
+                          highlight=False)
+        else:
+            console.print("No third-party plugins installed. `skyrl plugins --all` shows the built-ins; "
+                          "install one with `pip install -e plugins/<name>`.")
         return
     rows = []
     for info in infos:
-        caps = "\n".join(f"{KINDS[k][1]}s: {', '.join(v)}" for k, v in info.capabilities.items() if v)
+        caps = "\n".join(f"{plural(KINDS[k][1])}: {', '.join(v)}" for k, v in info.capabilities.items() if v)
         status = f"error: {'; '.join(info.problems)}" if info.problems else "ok"
         rows.append([info.name, info.distribution or "-", info.version or "-", caps or "-", status])
     show_table("skyrl plugins" + (" (with built-ins)" if all_ else ""),
                ["plugin", "distribution", "version", "registers", "status"], rows, whole=("plugin",),
                styles={"status": lambda v: "red" if v.startswith("error") else ""})
+
+
+def plural(noun: str) -> str:
+    """``"tool"`` -> ``"tools"``, ``"policy loss"`` -> ``"policy losses"``."""
+    return noun + ("es" if noun.endswith(("s", "x", "sh", "ch")) else "s")
 
 
 def show_table(title: str, columns: list[str], rows: list[list[str]], whole: tuple[str, ...] = (),

@@ -10,6 +10,7 @@ addresses that task's data (``data.limit=4`` is ``tasks.0.data.limit=4``).
 from __future__ import annotations
 
 import difflib
+import logging
 import os
 import re
 import typing
@@ -72,7 +73,10 @@ class SamplingConfig:
 class EngineConfig:
     """Inference engine. ``type``: hf | openai | vllm | a plugin's. ``max_batch``: requests decoded together;
     ``device``: auto | cpu | cuda; ``base_url``/``api_key``/``served_model``: the server for openai, and for vllm when it talks to a vLLM
-    server instead of loading the model in-process; ``timeout_s`` per call (seconds).
+    server instead of loading the model in-process. ``timeout_s`` catches a stalled call: seconds without a new
+    token once the engine is decoding it (time queued behind other requests does not count; against a server,
+    which sends nothing until done, seconds without an answer); ``call_timeout_s`` bounds one call's whole wall
+    time, queueing included (None: no bound); docs/engines.md, "Timeouts".
     ``replicas`` copies of the engine, or one openai engine per URL in ``endpoints``, sit behind one router that
     sends each request to the replica with the fewest outstanding tokens (``sticky``: a trajectory stays on its
     replica, for prefix-cache reuse); ``placement: ray`` builds each replica in a Ray actor asking for
@@ -86,6 +90,7 @@ class EngineConfig:
     api_key: str | None = None
     served_model: str | None = None
     timeout_s: float = 300.0
+    call_timeout_s: float | None = 3600.0
     options: dict[str, Any] = attrs.Factory(dict)
     replicas: int = 1
     endpoints: list[str] = attrs.Factory(list)
@@ -379,13 +384,38 @@ def _describe(exc: BaseException, tp: Any) -> str:
     return f"invalid value ({type(exc).__name__}: {exc}), expected {name}"
 
 
-def _format_cattrs_error(exc: Exception) -> str:
+_MISSING = object()
+
+
+def _value_at(data: Any, where: str) -> Any:
+    """The value under dotted key path ``where`` in plain ``data`` (list indices as numbers), or _MISSING."""
+    node = data
+    for part in where.split(".") if where else []:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return _MISSING
+    return node
+
+
+def _shown(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _format_cattrs_error(exc: Exception, data: Any = None) -> str:
+    """One ``config key 'a.b': expected int, got 'abc'`` clause per error in ``exc``; the value given is
+    looked up in ``data`` (the structured input) and shown cut to 80 characters."""
     messages = cattrs.transform_error(exc, path="", format_exception=_describe)
     out = []
     for msg in messages:
         text, _, where = msg.rpartition(" @ ")
         where = where.lstrip(".").replace("[", ".").replace("]", "").replace("'", "")
-        out.append(f"config key '{where}': {text}")
+        value = _value_at(data, where)
+        given = f", got {_shown(value)}" if value is not _MISSING and text.startswith("expected") else ""
+        out.append(f"config key '{where}': {text}{given}")
     return "; ".join(out)
 
 
@@ -399,7 +429,7 @@ def config_from_dict(data: dict) -> Config:
         config = _converter.structure(data, Config)
     except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
         if isinstance(exc, cattrs.BaseValidationError):
-            raise ConfigError(_format_cattrs_error(exc)) from None
+            raise ConfigError(_format_cattrs_error(exc, data)) from None
         raise ConfigError(f"invalid config: {exc}") from None
     validate_values(config)
     return config
@@ -422,7 +452,8 @@ def _merged(section: Any, override: dict[str, Any] | None, cls: type, where: str
         return _converter.structure(data, cls)
     except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
         if isinstance(exc, cattrs.BaseValidationError):
-            raise ConfigError(_format_cattrs_error(exc).replace("config key '", f"config key '{where}.")) from None
+            message = _format_cattrs_error(exc, data)
+            raise ConfigError(message.replace("config key '", f"config key '{where}.")) from None
         raise ConfigError(f"config key '{where}': {exc}") from None
 
 
@@ -474,8 +505,66 @@ def validate_values(config: Config) -> None:
     validate_scale_out(config)
 
 
-def load_config(path: str | os.PathLike | None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
-    """Read a YAML config (or the built-in defaults when ``path`` is None) and apply overrides."""
+SELECTION_KEYS = ("limit", "offset", "shuffle", "seed")  # DataSpec keys that slice a split, not name one
+NOT_USED_BY = {"eval": ("train", "backend")}  # top-level sections a command never reads
+
+
+def _task_section(override: str, n_tasks: int) -> tuple[int, str, str] | None:
+    """``(task index, "data" | "eval_data", the key below it)`` that an override addresses, or None."""
+    parts = override.split("=", 1)[0].strip().split(".")
+    if parts[0] in ("data", "eval_data") and n_tasks == 1:
+        parts = ["tasks", "0"] + parts
+    if len(parts) >= 4 and parts[0] == "tasks" and parts[1].isdigit() and parts[2] in ("data", "eval_data"):
+        return int(parts[1]), parts[2], ".".join(parts[3:])
+    return None
+
+
+def check_overrides(data: dict, overrides: list[str] | tuple[str, ...], command: str) -> list[str]:
+    """Overrides that cannot do what they say for ``command`` (``"eval"`` or ``"train"``), checked against the
+    config ``data`` as read (normalised, before the overrides). Raises ConfigError, naming what to set instead,
+    for a data override that slices a split the command never rolls out: ``data.limit=3`` on a task with
+    ``eval_data`` under ``skyrl eval`` with no ``eval_data.*`` override beside it (``data`` is then only the
+    train split, whose rows are left out of the eval), and ``eval_data.limit=3`` (or offset, shuffle, seed) on
+    a task without ``eval_data`` and no ``eval_data`` path, name or split beside it (it would make a new eval
+    split of the loader's default instead of slicing ``data``). Returns warnings for overrides of sections the
+    command never reads (``train.*``, ``backend.*`` under ``skyrl eval``)."""
+    tasks = data.get("tasks") or []
+    addressed = [_task_section(o, len(tasks)) for o in overrides]
+    warnings: list[str] = []
+    for override, where in zip(overrides, addressed):
+        if where is None:
+            section = override.split("=", 1)[0].strip().split(".")[0]
+            if section in NOT_USED_BY.get(command, ()):
+                warnings.append(f"override '{override}' has no effect on skyrl {command} ({section}.* is read "
+                                f"only by skyrl train)")
+            continue
+        index, part, rest = where
+        task = tasks[index] if index < len(tasks) and isinstance(tasks[index], dict) else None
+        if task is None:
+            continue
+        name = task.get("name", f"tasks.{index}")
+        prefix = "" if len(tasks) == 1 else f"tasks.{index}."
+        value = override.split("=", 1)[1]
+        beside = {w[2].split(".")[0] for w in addressed if w is not None and w[:2] == (index, "eval_data")}
+        if part == "data" and command == "eval" and task.get("eval_data") is not None and not beside:
+            raise ConfigError(
+                f"override '{override}' slices the train split (data) of task '{name}', but skyrl eval rolls out "
+                f"its eval_data: write {prefix}eval_data.{rest}={value} (data only decides which eval rows are left "
+                f"out as train problems)")
+        if (part == "eval_data" and task.get("eval_data") is None and rest.split(".")[0] in SELECTION_KEYS
+                and not beside & {"path", "name", "split"}):
+            raise ConfigError(
+                f"override '{override}': task '{name}' has no eval_data (its eval split is its data), so this would "
+                f"make a new eval split instead of slicing the one evaluated: write {prefix}data.{rest}={value}, "
+                f"or give eval_data a path or split of its own")
+    return warnings
+
+
+def load_config(path: str | os.PathLike | None, overrides: list[str] | tuple[str, ...] = (),
+                command: str | None = None) -> Config:
+    """Read a YAML config (or the built-in defaults when ``path`` is None) and apply overrides. With
+    ``command`` (``"eval"``/``"train"``), overrides that cannot affect that command are first refused or
+    logged as warnings (:func:`check_overrides`)."""
     data: Any = {}
     if path is not None:
         p = Path(path)
@@ -489,6 +578,9 @@ def load_config(path: str | os.PathLike | None, overrides: list[str] | tuple[str
             raise ConfigError(f"config file '{path}' must hold a mapping at the top level")
     data = _normalise(data)
     data.setdefault("tasks", [{"name": "gsm8k"}])
+    if command is not None:
+        for warning in check_overrides(data, overrides, command):
+            logging.getLogger(__name__).warning("%s", warning)
     for override in overrides:
         apply_override(data, override)
     return config_from_dict(data)

@@ -171,6 +171,8 @@ class DispatchMonitor:
             metrics["mean_occupancy"] = min(
                 (end["occupancy_integral"] - self.engine_start["occupancy_integral"]) / wall, 1.0)
             metrics["engine_requests"] = end["requests"] - self.engine_start["requests"]
+            # seconds engine calls waited for a batch slot: load, reported apart from stalls (docs/engines.md)
+            metrics["engine_queue_wait_s"] = end.get("queue_wait_s", 0.0) - self.engine_start.get("queue_wait_s", 0.0)
         if extra:
             metrics.update(extra)
         metrics["timeline"] = self.timeline

@@ -76,9 +76,53 @@ def eval_metrics(trajectories: Sequence[Trajectory], wall_s: float, dispatch: di
     errors = Counter(t.error.split(":")[0] for t in trajectories if t.error)
     if errors:
         metrics["errors"] = dict(errors.most_common(10))
+        metrics["error_messages"] = error_messages(trajectories)
+    metrics["trajectories_run"] = sum(t.turns > 0 for t in trajectories)
+    metrics["verified"] = sum("outcome" in (t.metrics or {}) for t in trajectories)
     if dispatch:
         metrics["dispatch"] = {k: v for k, v in dispatch.items() if k != "timeline"}
     return metrics
+
+
+def error_messages(trajectories: Sequence[Trajectory], limit: int = 3, width: int = 300) -> list[str]:
+    """The first full error message of each of the ``limit`` most common error kinds (the text before the first
+    ``:``, as in ``metrics["errors"]``), each cut to ``width`` characters: what a summary shows so that the
+    message naming the fix (``search.provider: must be one of ...``) is not only inside trajectories.jsonl."""
+    kinds = Counter(t.error.split(":")[0] for t in trajectories if t.error)
+    first: dict[str, str] = {}
+    for t in trajectories:
+        if t.error:
+            first.setdefault(t.error.split(":")[0], t.error)
+    out = []
+    for kind, _count in kinds.most_common(limit):
+        text = " ".join(first[kind].split())
+        out.append(text if len(text) <= width else text[: width - 3] + "...")
+    return out
+
+
+def run_problems(metrics: dict[str, Any]) -> tuple[list[str], bool]:
+    """What an eval summary must say beyond its numbers, from :func:`eval_metrics`: ``(lines, failed)``.
+    ``failed`` is True when no trajectory could run (none got one model turn: every one ended in runtime
+    set-up, an engine failure or a stall before its first answer), so ``skyrl eval`` exits nonzero. The lines
+    name the first distinct error messages, and say so when the verifier ran on no trajectory (no verdicts,
+    and for a repository task no ``predictions.jsonl``)."""
+    lines: list[str] = []
+    n = int(metrics.get("n_trajectories", 0))
+    ran = int(metrics.get("trajectories_run", n))
+    failed = n == 0 or ran == 0
+    if n == 0:
+        lines.append("no trajectory was rolled out: the eval split is empty (check data/eval_data)")
+    elif ran == 0:
+        lines.append(f"no trajectory could run: all {n} ended before the model's first answer")
+    messages = metrics.get("error_messages") or []
+    if messages:
+        count = sum((metrics.get("errors") or {}).values())
+        lines.append(f"{count} of {n} trajectories ended on an error or a limit; the first message of each kind:")
+        lines.extend(f"  {message}" for message in messages)
+    if n and not metrics.get("verified", n):
+        lines.append(f"the verifier ran on none of the {n} trajectories (each ended before it), so there are no "
+                     f"verdicts and, for a repository task, no predictions.jsonl")
+    return lines, failed
 
 
 def trajectory_metric_means(trajectories: Sequence[Trajectory]) -> dict[str, float]:

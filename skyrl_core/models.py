@@ -13,9 +13,11 @@ import importlib.util
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 from .errors import ConfigError, MissingExtraError, require
 
@@ -72,10 +74,20 @@ def resolve_model(name: str) -> Path:
                       f"directory with a config.json")
 
 
+def quiet_progress_bars_off_a_terminal(transformers: Any) -> None:
+    """Turn transformers' progress bars (tqdm: GGUF de-quantisation, weight loading) off when stderr is not a
+    terminal: in a pipe or a log file each bar is dozens of carriage-return updates run together on one line."""
+    if not sys.stderr.isatty():
+        transformers.utils.logging.disable_progress_bar()
+
+
 def _convert_gguf(gguf: Path, target: Path) -> None:
     transformers = require("transformers", "hf", "loading the bundled GGUF model")
     require("gguf", "hf", "loading the bundled GGUF model")
-    log.warning("converting %s to safetensors in %s (once)", gguf.name, target)
+    from .notes import note
+
+    note("converting the bundled model %s to safetensors in %s (once, about 30 s)", gguf.name, target)
+    quiet_progress_bars_off_a_terminal(transformers)
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     model = transformers.AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -112,5 +124,7 @@ def load_causal_lm(name: str, device: str = "cpu", dtype: str = "auto"):
             torch_dtype = getattr(torch, dtype)
         except AttributeError:
             raise ConfigError(f"engine.dtype '{dtype}' is not one of auto, float32, bfloat16, float16") from None
-    model = transformers.AutoModelForCausalLM.from_pretrained(str(resolve_model(name)), dtype=torch_dtype)
+    path = resolve_model(name)
+    quiet_progress_bars_off_a_terminal(transformers)
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(path), dtype=torch_dtype)
     return model.to(device)

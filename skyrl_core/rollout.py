@@ -37,6 +37,7 @@ from .config import task_agent_config, task_sampling_config
 from .errors import ConfigError
 from .inference.base import SamplingParams
 from .inference.router import routing_key
+from .notes import note
 from .plugins import get_registry
 from .runtime import RuntimeSpec
 from .tasks import TAMPERED, UNVERIFIABLE, Instance, Task, Unverifiable, VerifierResult, run_verifier
@@ -44,6 +45,8 @@ from .tools import Tool, ToolContext
 from .transitions import Trajectory
 
 log = logging.getLogger(__name__)
+
+CALL_BOUND_GRACE_S = 5.0  # the agent loop's per-call backstop trails engine.call_timeout_s by this (seconds)
 
 
 @attrs.define
@@ -264,10 +267,10 @@ class RolloutSession:
                                   f"instances poses a problem of the run's train data (tasks.N.data), so nothing "
                                   f"is held out; point eval_data at other rows (another split, file or offset), "
                                   f"or leave eval_data out to evaluate on data itself")
-            if report["eval_train_overlap"] or report["eval_repeats"]:
-                log.warning("task '%s': %d eval instances pose a train problem and %d repeat an earlier eval one: "
-                            "left out of the eval (%d kept)", tc.name, report["eval_train_overlap"],
-                            report["eval_repeats"], len(kept))
+            if report["eval_train_overlap"] or report["eval_repeats"]:  # expected split hygiene: a note
+                note("task '%s': %d eval instances pose a train problem and %d repeat an earlier eval one: "
+                     "left out of the eval (%d kept)", tc.name, report["eval_train_overlap"],
+                     report["eval_repeats"], len(kept))
             items.extend((tc, inst) for inst in kept)
         return items
 
@@ -344,6 +347,11 @@ class RolloutSession:
                     messages.insert(0, {"role": "system", "content": system_prompt})
             traj.messages = messages
 
+        # engine.timeout_s (a stall) and engine.call_timeout_s are the engine's own bounds (EngineStalled names
+        # them); the loop's bound is a backstop for an engine without them, a little later so theirs fire first
+        call_limit = cfg.engine.call_timeout_s
+        call_bound = None if call_limit is None else call_limit + CALL_BOUND_GRACE_S
+
         async def run(traj: Trajectory) -> None:
             from .agent import run_agent
 
@@ -351,8 +359,7 @@ class RolloutSession:
             routing_key.set(traj.id)  # an engine router keeps a trajectory on one replica (engine.sticky)
             await run_agent(traj, engine=self.engine, tools=slot.resolved.tools, parser=slot.resolved.parser,
                             chat=slot.resolved.chat, agent_config=slot.resolved.agent, sampling=sampling_for(traj),
-                            ctx=slot.ctx,
-                            engine_timeout_s=cfg.engine.timeout_s)
+                            ctx=slot.ctx, engine_timeout_s=call_bound)
 
         async def evaluate(traj: Trajectory) -> None:
             slot = slots[id(traj)]

@@ -271,7 +271,7 @@ async def test_context_window_exceeded(engine, chat):
     ("raise", "error_run", "engine 'fault-injector' failed: RuntimeError: CUDA error"),
     ("none", "error_run", "returned no output"),
     ("empty", "error_run", "aborted"),
-    ("hang", "timeout", "engine call timed out after 0.5 s (engine.timeout_s)"),
+    ("hang", "timeout", "engine call timed out after 0.5 s (engine.call_timeout_s)"),
 ])
 async def test_engine_faults_end_the_trajectory_with_a_named_reason(engine, chat, fault, reason, words):
     # the first call succeeds (a python call), the second one fails

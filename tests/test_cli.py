@@ -177,3 +177,56 @@ def test_piped_training_prints_progress_at_a_steady_interval():
     lines = buffer.getvalue().splitlines()
     assert len(lines) >= 2 and all(line.startswith("rollouts: 5/32 trajectories, ") for line in lines)
     assert len(buffer.getvalue()) == quiet_from
+
+
+def test_plugins_hook_filter_takes_comma_lists_and_never_claims_nothing_is_installed(plugins):
+    """A filter that excludes every plugin says so (not "No third-party plugins installed"); an unknown hook is
+    an error naming the valid ones; ``--hook a,b`` is the same as ``--hook a --hook b``; "policy losses"."""
+    from click.testing import CliRunner
+
+    from skyrl_core.cli import build_cli
+
+    plugins.register_plugin(_long_name_plugin(), "long_names")
+    runner = CliRunner()
+    none = runner.invoke(build_cli(), ["plugins", "--hook", "register_policy_losses"])
+    assert none.exit_code == 0
+    assert "No third-party plugins installed" not in none.output
+    assert "None of the 1 third-party plugins installed implements register_policy_losses" in none.output
+    both = runner.invoke(build_cli(), ["plugins", "--all", "--hook", "register_tools,register_policy_losses"])
+    names = [line.split("\t")[0] for line in both.output.splitlines()[1:]]
+    assert "long_names" in names and "builtin:backends" in names and "builtin:runtimes" not in names
+    assert "policy losses: ppo_clip" in both.output and "losss" not in both.output
+    bad = skyrl("plugins", "--hook", "nonsense")
+    assert bad.returncode == 2 and "--hook nonsense: no such hook" in bad.stderr
+    assert "register_tools" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_piped_progress_names_the_phase_and_estimates_the_time_left():
+    import io
+    import time
+
+    from rich.console import Console
+
+    from skyrl_core.trainer.cli import PipeProgress, timeouts
+
+    progress = PipeProgress(Console(file=io.StringIO(), width=200), interval=60)
+    progress.update("eval before training", 0, 10)
+    assert progress.line().startswith("eval before training: 0/10 trajectories, ")
+    assert "left" not in progress.line()  # nothing finished: no estimate yet
+    time.sleep(0.2)
+    progress.update("eval before training", 5, 10)
+    line = progress.line()
+    head, eta = line.split(", about ")
+    assert head.startswith("eval before training: 5/10 trajectories, ") and eta.endswith(" s left")
+    assert timeouts({"finish/timeout": 0.11}, 100).startswith("; 11 of 100 trajectories ended on an engine timeout")
+    assert timeouts({"finish/timeout": 0.0}, 100) == "" and timeouts({}, None) == ""
+
+
+def test_model_loading_draws_no_progress_bar_into_a_pipe(tiny_chat_model_dir):
+    """transformers' tqdm bars (weight loading, the one-time GGUF conversion) wrote dozens of carriage-return
+    updates onto one line of a piped log; off a terminal they are off."""
+    code = f"from skyrl_core.models import load_causal_lm; load_causal_lm({tiny_chat_model_dir!r})"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, SKYRL_LOAD_PLUGINS=""))
+    assert proc.returncode == 0, proc.stderr
+    assert "\r" not in proc.stderr and "it/s" not in proc.stderr and "Loading" not in proc.stderr, proc.stderr

@@ -49,9 +49,10 @@ train: {steps: 20}
     (["agent.on_no_tool_call=retry"], "config key 'agent.on_no_tool_call': must be one of stop, nudge"),
     (["tasks.0.agent={max_turn: 2}"], "unknown config key 'tasks.0.agent.max_turn' (did you mean 'max_turns'?)"),
     (["tasks.0.sampling={n_samples: 2}"], "'tasks.0.sampling.n_samples': n_samples is per run"),
-    (["train.steps=abc"], "config key 'train.steps': expected int"),
+    (["train.steps=abc"], "config key 'train.steps': expected int, got 'abc'"),
+    (["tasks.0.agent={max_turns: many}"], "config key 'tasks.0.agent.max_turns': expected int, got 'many'"),
     (["train.steps"], "override 'train.steps' is not of the form key.sub=value"),
-    (["train.steps.x=1"], "config key 'train.steps': expected int"),
+    (["train.steps.x=1"], "config key 'train.steps': expected int, got {'x': 1}"),
     (["sampling.n_samples=0"], "config key 'sampling.n_samples' must be at least 1"),
     (["tasks.3.data.limit=1"], "'tasks.3' needs an index below 1"),
 ])
@@ -132,3 +133,46 @@ def test_unknown_estimator_or_loss_names_the_registered_ones(plugins):
         plugins.registry.get("advantage_estimators", cfg.backend.advantage)
     with pytest.raises(UnknownComponentError, match="no policy loss named 'dpo' is registered; registered: gspo, ppo_clip, reinforce"):
         resolve_policy_loss(cfg.backend.policy_loss)
+
+
+def _write(tmp_path, text):
+    path = tmp_path / "run.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_eval_refuses_a_data_override_that_the_eval_split_ignores(tmp_path):
+    """`skyrl eval CONFIG data.limit=3` on a config with eval_data rolled out the whole eval_data: now an error
+    naming eval_data.limit=3; with eval_data.* beside it (the hygiene set on purpose) and under train it stands."""
+    config = _write(tmp_path, "tasks:\n  - {name: gsm8k, data: {split: test, offset: 20},\n"
+                              "     eval_data: {split: test, limit: 20}}\n")
+    with pytest.raises(ConfigError) as exc:
+        load_config(config, ["data.limit=3"], command="eval")
+    assert "write eval_data.limit=3" in str(exc.value) and "task 'gsm8k'" in str(exc.value)
+    assert load_config(config, ["data.limit=3"], command="train").tasks[0].data.limit == 3
+    cfg = load_config(config, ["data.limit=0", "eval_data.limit=3"], command="eval")
+    assert cfg.tasks[0].eval_data.limit == 3 and cfg.tasks[0].data.limit == 0
+    assert load_config(config, ["eval_data.limit=3"], command="eval").tasks[0].eval_data.limit == 3
+    two = _write(tmp_path, "tasks:\n  - {name: gsm8k, eval_data: {split: test}}\n  - {name: gsm8k}\n")
+    with pytest.raises(ConfigError, match=r"write tasks\.0\.eval_data\.limit=2"):
+        load_config(two, ["tasks.0.data.limit=2"], command="eval")
+    load_config(two, ["tasks.1.data.limit=2"], command="eval")  # task 1 evaluates on its data
+
+
+def test_an_eval_data_slice_on_a_task_without_eval_data_names_data(tmp_path):
+    config = _write(tmp_path, "tasks:\n  - {name: gsm8k, data: {split: test}}\n")
+    for command in ("eval", "train"):
+        with pytest.raises(ConfigError) as exc:
+            load_config(config, ["eval_data.limit=3"], command=command)
+        assert "has no eval_data" in str(exc.value) and "write data.limit=3" in str(exc.value)
+    cfg = load_config(config, ["eval_data.split=train", "eval_data.limit=3"], command="eval")  # a split of its own
+    assert cfg.tasks[0].eval_data.split == "train" and cfg.tasks[0].eval_data.limit == 3
+
+
+def test_eval_warns_about_train_only_overrides(tmp_path, caplog):
+    config = _write(tmp_path, "tasks: [gsm8k]\n")
+    with caplog.at_level("WARNING", logger="skyrl_core.config"):
+        load_config(config, ["train.steps=3", "backend.lr=0.1", "sampling.n_samples=1"], command="eval")
+    warned = [r.getMessage() for r in caplog.records]
+    assert warned == ["override 'train.steps=3' has no effect on skyrl eval (train.* is read only by skyrl train)",
+                      "override 'backend.lr=0.1' has no effect on skyrl eval (backend.* is read only by skyrl train)"]

@@ -258,3 +258,71 @@ async def test_vllm_engine_generates_token_ids():
         assert out.finish_reason in ("stop", "length")
     finally:
         await eng.close()
+
+
+# -- timeouts that catch a stall, not a slow machine (docs/engines.md, "Timeouts") ---------------------------
+async def test_a_stall_fails_the_admitted_call_while_a_queued_one_waits_unharmed(tiny_chat_model_dir):
+    """engine.timeout_s was one call's wall time, queueing included: on a loaded machine every call timed out
+    before it was answered. Now it bounds a stall (no token for N s once admitted). The forward lock is held for
+    three stall limits: the admitted call fails naming the bound, the call queued behind it all that time (max
+    batch 1) is answered once the engine moves."""
+    from skyrl_core.default_plugins.engines.hf import HFEngine
+    from skyrl_core.inference.base import EngineStalled
+
+    eng = HFEngine(model=tiny_chat_model_dir, max_batch=1, device="cpu", timeout_s=2.0)
+    prompt = eng.tokenizer.encode("Hi")
+    try:
+        eng._step_lock.acquire()  # the worker admits a request, then waits here for its forward pass
+        try:
+            first = asyncio.ensure_future(eng.generate(prompt, SamplingParams(temperature=0.0, max_tokens=4)))
+            await asyncio.sleep(0.2)
+            second = asyncio.ensure_future(eng.generate(prompt, SamplingParams(temperature=0.0, max_tokens=4)))
+            with pytest.raises(EngineStalled) as stalled:
+                await asyncio.wait_for(asyncio.shield(first), 60)
+            await asyncio.sleep(4.0)  # the second call has now queued for longer than two stall limits
+            assert not second.done()
+        finally:
+            eng._step_lock.release()
+        out = await asyncio.wait_for(second, 120)
+        assert len(out.output_ids) == 4
+        assert eng.stats.queue_wait_s >= 4.0  # the queueing is reported apart, in the engine's stats
+        message = str(stalled.value)
+        assert message.startswith("engine 'hf' produced no token for 2 s (engine.timeout_s) after 0 tokens")
+        assert isinstance(stalled.value, TimeoutError)  # the agent loop ends the trajectory `timeout`
+    finally:
+        await eng.close()
+
+
+async def test_the_whole_call_bound_counts_queueing_and_says_how_long_it_queued():
+    from skyrl_core.inference.base import CallClock, EngineStalled, bounded_call
+
+    clock = CallClock()
+    never = asyncio.get_running_loop().create_future()  # a call that waits for a slot that never frees
+    with pytest.raises(EngineStalled, match=r"did not finish the call within 0.3 s \(engine.call_timeout_s\) after "
+                                            r"0 tokens; the call had waited 0 s in the engine's queue"):
+        await bounded_call(never, clock, stall_s=0.1, total_s=0.3, engine="hf")
+    assert never.cancelled()
+
+    clock = CallClock()
+
+    async def steady():  # admitted at once, one token every 0.05 s for 0.6 s: slow, never stalled
+        clock.admit()
+        for _ in range(12):
+            await asyncio.sleep(0.05)
+            clock.tick()
+        return "answered"
+
+    assert await bounded_call(steady(), clock, stall_s=0.3, total_s=None, engine="hf") == "answered"
+    assert clock.tokens == 12
+
+
+def test_factories_pass_the_stall_and_call_bounds(plugins):
+    from skyrl_core.config import Config, EngineConfig
+
+    cfg = Config(engine=EngineConfig(device="cpu", timeout_s=45, call_timeout_s=900))
+    eng = plugins.registry.get("inference_engines", "hf")(cfg)
+    try:
+        assert (eng.timeout_s, eng.call_timeout_s) == (45, 900)
+    finally:
+        asyncio.run(eng.close())
+    assert Config().engine.call_timeout_s == 3600.0

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from skyrl_core.evaluate import eval_metrics, pass_at_k, write_outputs
+from skyrl_core.evaluate import error_messages, eval_metrics, pass_at_k, run_problems, write_outputs
 from skyrl_core.report import pick, trajectory_markdown
 from skyrl_core.transitions import Trajectory, Transition
 
@@ -92,6 +92,58 @@ def test_eval_command_reports_a_bad_config_without_a_traceback(tmp_path):
     assert proc.returncode == 2
     assert "unknown config key 'agent.max_turnz'" in proc.stderr and "did you mean 'max_turns'" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_error_summary_names_the_first_message_of_each_kind():
+    failed = []
+    for i, error in enumerate(["init raised WebOptionsError: search.provider 'bing' is not one of local_web, serper",
+                               "init raised WebOptionsError: search.provider 'bing' is not one of local_web, serper",
+                               "engine call timed out after 5 s (engine.timeout_s)", "x" * 900]):
+        t = _traj(str(i), 0, 0.0, "error_init", {}, n_in=0, n_out=0)
+        t.turns, t.error, t.transitions = 0, error, []
+        failed.append(t)
+    messages = error_messages(failed)
+    assert messages[0] == "init raised WebOptionsError: search.provider 'bing' is not one of local_web, serper"
+    assert messages[1:] == ["engine call timed out after 5 s (engine.timeout_s)", "x" * 297 + "..."]
+    lines, bad = run_problems(eval_metrics(failed, 1.0))
+    assert bad and lines[0] == "no trajectory could run: all 4 ended before the model's first answer"
+    assert "the verifier ran on none of the 4 trajectories" in lines[-1]
+    lines, bad = run_problems(eval_metrics(TRAJS, 1.0))  # they ran; no verifier outcomes recorded in _traj
+    assert not bad and not any(line.startswith("no trajectory") for line in lines)
+
+
+def test_eval_where_no_trajectory_could_run_exits_nonzero_and_says_why(tmp_path, tiny_chat_model_dir):
+    """Every trajectory failing at set-up gave rc 0 and ``init raised FileNotFoundError: 2``; now rc 1 and the
+    message naming the culprit."""
+    out = tmp_path / "eval"
+    proc = subprocess.run(
+        [sys.executable, "-m", "skyrl_core.cli", "eval", str(REPO / "examples" / "gsm8k.yaml"), "data.limit=2",
+         f"model={tiny_chat_model_dir}", "engine.device=cpu", f"runtime.source={tmp_path / 'no-such-dir'}",
+         "--output", str(out)],
+        capture_output=True, text=True, cwd=REPO, env={**os.environ, "SKYRL_LOAD_PLUGINS": "", "COLUMNS": "200"},
+        timeout=600)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "no trajectory could run: all 2 ended before the model's first answer" in proc.stdout
+    assert f"init raised FileNotFoundError: [Errno 2] No such file or directory: '{tmp_path / 'no-such-dir'}'" \
+        in proc.stdout
+    assert "the verifier ran on none of the 2 trajectories" in proc.stdout
+    assert json.loads((out / "metrics.json").read_text())["trajectories_run"] == 0
+
+
+async def test_a_slow_queue_is_not_a_timeout_only_a_stall_is(tmp_path, tiny_chat_model_dir):
+    """engine.timeout_s bounded one call's wall time, queueing included: three 600-token calls through one
+    batch slot with a 2 s limit timed out (the third waits for two whole calls). It bounds a stall now: every
+    call is answered, each to its max_tokens."""
+    from skyrl_core.config import load_config
+    from skyrl_core.evaluate import run_eval
+
+    cfg = load_config(str(REPO / "examples" / "gsm8k.yaml"),
+                      ["data.limit=3", f"model={tiny_chat_model_dir}", "engine.device=cpu", "engine.max_batch=1",
+                       "engine.timeout_s=2", "agent.max_turns=1", "agent.max_context_tokens=2048",
+                       "sampling.max_tokens=600", "dispatcher.max_parallel_agents=3"])
+    metrics = await run_eval(cfg, tmp_path)
+    assert metrics["finish_reasons"] == {"max_tokens": 3}, metrics.get("error_messages")
+    assert metrics["tokens_out"] == 3 * 600
 
 
 @pytest.mark.slow

@@ -86,10 +86,27 @@ def tiny_engine(tiny_chat_model_dir):
 
 
 def test_session_eval_split_of_the_quickstart_is_clean(tiny_engine, plugins):
+    import logging
+
     config = load_config(Path(__file__).resolve().parents[1] / "examples" / "quickstart.yaml")
     session = RolloutSession(config, tiny_engine)
     train = session.load_instances("train")
-    evals = session.load_instances("eval")
+    seen: list[logging.LogRecord] = []
+    catch = logging.Handler()
+    catch.emit = seen.append
+    levels = {name: logging.getLogger(name).level for name in ("skyrl.note", "skyrl_core.rollout")}
+    for name in levels:
+        logging.getLogger(name).addHandler(catch)
+        logging.getLogger(name).setLevel(logging.INFO)
+    try:
+        evals = session.load_instances("eval")
+    finally:
+        for name, level in levels.items():
+            logging.getLogger(name).removeHandler(catch)
+            logging.getLogger(name).setLevel(level)
+    # the expected split hygiene is a console note (INFO on skyrl.note), not a WARNING
+    (left_out,) = [r for r in seen if "left out of the eval" in r.getMessage()]
+    assert left_out.name == "skyrl.note" and left_out.levelno == logging.INFO
     assert len(train) == 256 and len(evals) == 100
     assert not {instance_content(i) for _, i in evals} & {instance_content(i) for _, i in train}
     assert session.split_report["gsm8k_steps"]["eval_train_overlap"] >= 8

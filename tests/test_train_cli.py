@@ -123,6 +123,13 @@ def train_records(out: Path) -> list[dict]:
     return [r for r in read_jsonl(out / "metrics.jsonl") if r["kind"] == "train"]
 
 
+def ran_to_the_end(returncode: int, log: str) -> bool:
+    """A run that finished its steps: exit 0, or exit 1 because no step had trainable data (the tiny random
+    model earns reward 0 on every sample, so no group has an advantage; see
+    test_a_run_that_trains_nothing_says_why_and_exits_nonzero)."""
+    return returncode == 0 or (returncode == 1 and "no step of this run updated the policy" in log)
+
+
 def wait_for(predicate, proc, timeout=240.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -140,7 +147,7 @@ def test_kill_and_resume_gives_the_same_next_step_inputs(tiny_run_config, tmp_pa
     straight = tmp_path / "straight"
     p = skyrl("train", tiny_run_config, "--output", straight)
     log = p.communicate(timeout=400)[0]
-    assert p.returncode == 0, log
+    assert ran_to_the_end(p.returncode, log), log
     ref = train_records(straight)
     assert [r["step"] for r in ref] == [1, 2, 3, 4]
     assert (straight / "training.png").is_file() and latest_checkpoint(straight / "checkpoints").name == "step-000004"
@@ -159,7 +166,7 @@ def test_kill_and_resume_gives_the_same_next_step_inputs(tiny_run_config, tmp_pa
     assert p.returncode == 2 and "--resume" in out
     p = skyrl("train", tiny_run_config, "--output", killed, "--resume")
     out = p.communicate(timeout=400)[0]
-    assert p.returncode == 0, out
+    assert ran_to_the_end(p.returncode, out), out
     resumed = train_records(killed)
     assert [r["step"] for r in resumed] == [1, 2, 3, 4]  # nothing lost, nothing repeated
     assert [r["instances"] for r in resumed] == [r["instances"] for r in ref]
@@ -207,6 +214,76 @@ def test_sampled_eval_is_seeded_so_evals_compare_on_common_random_numbers(tiny_r
     assert len(outputs["a"]) == 3 and all(outputs["a"])
     assert outputs["a"] == outputs["b"]
     assert outputs["a"] != outputs["c"]
+
+
+def test_a_run_that_trains_nothing_says_why_and_exits_nonzero(tiny_run_config, tmp_path):
+    """A random model earns reward 0 on every sample: every group has zero advantage and no step has trainable
+    data. This printed ``done: 1 steps`` and exited 0; now each such step is a warning naming why, and the
+    summary says the policy was never updated, with exit status 1."""
+    out = tmp_path / "nothing"
+    proc = skyrl("train", tiny_run_config, "train.steps=1", "train.batch_size=1", "train.checkpoint_every=0",
+                 "--output", out)
+    log = proc.communicate(timeout=300)[0]
+    assert proc.returncode == 1, log
+    why = "all 1 groups had zero advantage (every sample of a group got the same reward; rewards seen: 0)"
+    assert f"step 1 trained nothing: {why}" in log
+    assert f"1 of 1 steps trained nothing: {why} (1 step)" in log
+    assert "no step of this run updated the policy" in log
+    (record,) = train_records(out)
+    assert record["trainable_data"] == 0 and record["no_update"] == why
+
+
+def test_progress_names_each_phase_and_checkpoints_are_announced_with_size(tiny_run_config, tmp_path):
+    import asyncio
+    import logging
+
+    from skyrl_core.config import load_config
+    from skyrl_core.trainer.loop import TrainRun
+
+    phases: list[str] = []
+    notes: list[str] = []
+    catch = logging.Handler()
+    catch.emit = lambda record: notes.append(record.getMessage())
+    note_log = logging.getLogger("skyrl.note")
+    level = note_log.level
+    note_log.addHandler(catch)
+    note_log.setLevel(logging.INFO)  # notes are INFO: the CLI turns them on (skyrl_core.notes.show_notes)
+    cfg = load_config(tiny_run_config, ["train.steps=1", "train.batch_size=1", "sampling.n_samples=1",
+                                        "train.eval_at_start=true", "train.eval_every=1", "train.checkpoint_every=1"])
+    try:
+        asyncio.run(TrainRun(cfg, tmp_path / "run", on_rollout=lambda p, d, t: phases.append(p)).run())
+    finally:
+        note_log.removeHandler(catch)
+        note_log.setLevel(level)
+    assert list(dict.fromkeys(phases)) == ["eval before training", "rollouts for step 1", "eval after step 1"]
+    ckpt = tmp_path / "run" / "checkpoints" / "step-000001"
+    (line,) = [n for n in notes if n.startswith("checkpoint of step 1: ")]
+    assert line.startswith(f"checkpoint of step 1: {ckpt} (") and line.endswith(("kB)", "MB)"))
+
+
+def test_no_data_reason_names_failed_masked_and_cut_trajectories():
+    from skyrl_core.postprocess import build_training_batch
+    from skyrl_core.trainer.loop import no_data_reason, trainable_data
+    from skyrl_core.transitions import Trajectory, Transition
+
+    def traj(k, reward, reason=None, error=None, tokens=True):
+        t = Trajectory(instance_id="i", sample_index=k, task="t", group_id="t:i", reward=reward,
+                       finish_reason=reason, error=error, masked=reason in ("max_tokens", "error_init"))
+        if tokens:
+            t.transitions = [Transition(input_ids=[1, 2], output_ids=[3, 4], output_logprobs=[-1.0, -1.0],
+                                        finish_reason="length")]
+        return t
+
+    failed = [traj(k, 0.0, "error_init", "init raised OSError: no such file", tokens=False) for k in range(2)]
+    assert no_data_reason(failed, build_training_batch(failed)) == \
+        "none of the 2 trajectories produced a token (first error: init raised OSError: no such file)"
+    cut = [traj(0, 1.0, "max_tokens", "hit max_tokens"), traj(1, 0.0, "max_tokens", "hit max_tokens")]
+    batch = build_training_batch(cut)
+    assert trainable_data(batch) == 0 and len(batch.data) == 2  # data there, all loss-masked
+    assert no_data_reason(cut, batch) == ("every trajectory with a non-zero advantage was loss-masked (finish "
+                                          "reasons: max_tokens 2) (max_tokens: cut at sampling.max_tokens)")
+    fine = [traj(0, 1.0, "finished"), traj(1, 0.0, "finished")]
+    assert trainable_data(build_training_batch(fine)) == 2
 
 
 def test_resume_refuses_a_changed_data_order_naming_the_keys(tiny_run_config, tmp_path):

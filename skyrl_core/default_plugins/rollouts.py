@@ -32,7 +32,7 @@ def metrics_table(metrics: dict[str, Any]):
     table.add_column("metric")
     table.add_column("value", justify="right")
     for key, value in metrics.items():
-        if key == "dispatch":
+        if key in ("dispatch", "error_messages"):  # error messages: printed in full below the table
             continue
         if isinstance(value, dict):
             value = ", ".join(f"{k}: {v}" for k, v in value.items()) or "-"
@@ -57,31 +57,56 @@ def register_commands(register):
         import asyncio
 
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                   TimeRemainingColumn)
 
         from ..config import load_config
-        from ..evaluate import run_eval
+        from ..evaluate import run_eval, run_problems
 
         console = Console()
-        cfg = load_config(config, list(overrides or []))
+        cfg = load_config(config, list(overrides or []), command="eval")
         out = output or default_output_dir()
         console.print(f"writing to [bold]{out}[/bold]")
+        piped = None
+        if not console.is_terminal:  # rich's live bar shows nothing in a pipe: a line every interval instead
+            import os
+
+            from ..trainer.cli import PROGRESS_INTERVAL_S, PipeProgress
+
+            piped = PipeProgress(Console(stderr=True), float(os.environ.get("SKYRL_PROGRESS_INTERVAL_S",
+                                                                            PROGRESS_INTERVAL_S))).start()
         with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TextColumn("solved {task.fields[solved]}"), TimeElapsedColumn(), console=console) as progress:
+                      TextColumn("solved {task.fields[solved]}"), TimeElapsedColumn(), TextColumn("left"),
+                      TimeRemainingColumn(), console=console) as progress:
             task = progress.add_task("loading engine", total=None, solved=0)
-            solved = [0]
+            solved, done, total = [0], [0], [0]
 
             def on_start(n: int) -> None:
+                total[0] = n
                 progress.update(task, description="rollouts", total=n)
+                if piped is not None:
+                    piped.update("eval", 0, n)
 
             def on_done(traj) -> None:
                 solved[0] += traj.reward >= 1.0
+                done[0] += 1
                 progress.update(task, advance=1, solved=solved[0])
+                if piped is not None:
+                    piped.update("eval", done[0], total[0])
 
-            metrics = asyncio.run(run_eval(cfg, out, on_start=on_start, on_trajectory_done=on_done))
+            try:
+                metrics = asyncio.run(run_eval(cfg, out, on_start=on_start, on_trajectory_done=on_done))
+            finally:
+                if piped is not None:
+                    piped.stop()
         console.print(metrics_table(metrics))
         console.print(f"trajectories: {out}/trajectories.jsonl · metrics: {out}/metrics.json · "
                       f"view: {out}/trajectories.html")
+        lines, failed = run_problems(metrics)
+        for line in lines:
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+        if failed:
+            raise typer.Exit(1)
 
     app = typer.Typer(rich_markup_mode=None, add_completion=False)
     app.command("eval")(eval_command)

@@ -20,7 +20,8 @@ class PipeProgress:
     """Progress lines for a run whose stderr is not a terminal (a pipe, a log file), where rich's live bar shows
     nothing: while a phase (``rollouts``, ``eval``) runs, a daemon thread prints ``<phase>: done/total
     trajectories, <s> s`` every ``interval`` seconds (``SKYRL_PROGRESS_INTERVAL_S``, default 30), so a log under
-    load is never minutes of silence. ``update`` is what ``TrainRun.on_rollout`` calls."""
+    load is never minutes of silence; once a trajectory is done the line adds ``, about <s> s left`` (the phase's
+    mean seconds per finished trajectory times those left). ``update`` is what ``TrainRun.on_rollout`` calls."""
 
     def __init__(self, console: Console, interval: float) -> None:
         import threading
@@ -54,7 +55,9 @@ class PipeProgress:
             if self.state is None:
                 return None
             phase, done, total, since = self.state
-        return f"{phase}: {done}/{total} trajectories, {time.monotonic() - since:.0f} s"
+        elapsed = time.monotonic() - since
+        eta = f", about {elapsed / done * (total - done):.0f} s left" if done else ""
+        return f"{phase}: {done}/{total} trajectories, {elapsed:.0f} s{eta}"
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
@@ -72,6 +75,16 @@ def task_line(record: dict, key: str, label: str) -> str:
     parts = [f"{k.split('/')[1]} {label} {_fmt(v)}" for k, v in sorted(record.items())
              if k.startswith("task/") and k.endswith(f"/{key}")]
     return ", ".join(parts)
+
+
+def timeouts(record: dict, n) -> str:
+    """``", 11 of 100 trajectories ended on an engine timeout (engine.timeout_s: docs/engines.md)"`` from a
+    record's ``finish/timeout`` fraction of ``n`` trajectories; "" when there were none."""
+    count = round(float(record.get("finish/timeout") or 0.0) * float(n or 0))
+    if not count:
+        return ""
+    return (f"; {count} of {int(n)} trajectories ended on an engine timeout (a stall past engine.timeout_s, or "
+            f"engine.call_timeout_s: docs/engines.md)")
 
 
 def default_output(config_path: str) -> Path:
@@ -103,12 +116,13 @@ def train_command(
 ) -> None:
     """Train an agent with RL: rollouts -> training data -> train step -> weight sync, with eval, checkpoints,
     metrics (metrics.jsonl, TensorBoard/W&B when enabled) and a final plot (training.png)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
 
     from ..config import load_config
     from .loop import TrainRun
 
-    cfg = load_config(config, list(overrides or []))
+    cfg = load_config(config, list(overrides or []), command="train")
     launch = backend_launcher(cfg)
     if launch is not None:  # the backend runs its own training loop (e.g. SkyRL-train's Ray trainer)
         launch(cfg, output=Path(output) if output else default_output(config), resume=resume)
@@ -122,7 +136,8 @@ def train_command(
     out = Path(output) if output else default_output(config)
     console = Console(stderr=True)
     progress = Progress(TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        TextColumn("{task.description}"), console=console, transient=False)
+                        TextColumn("left"), TimeRemainingColumn(), TextColumn("{task.description}"), console=console,
+                        transient=False)
     task = progress.add_task("", total=cfg.train.steps)
     phase_task = progress.add_task("", total=1, visible=False)
 
@@ -144,7 +159,8 @@ def train_command(
             console.print(f"eval @ step {record['step']}: pass@1 {_fmt(record['pass@1'], '.3f')} "
                           f"on {record['n']} instances, turns {_fmt(record.get('mean_turns'))}, "
                           f"tool calls {_fmt(record.get('tool_calls_per_trajectory'))} "
-                          f"({_fmt(record['eval_s'], '.0f')} s)", highlight=False, soft_wrap=True)
+                          f"({_fmt(record['eval_s'], '.0f')} s){timeouts(record, record.get('n'))}", highlight=False,
+                          soft_wrap=True)
             per_task = task_line(record, "pass@1", "pass@1")
             if per_task:
                 console.print(f"  per task: {per_task}", highlight=False, soft_wrap=True)
@@ -158,7 +174,8 @@ def train_command(
                       f"{_fmt(record.get('tool_calls_per_trajectory'))}, zero-adv groups "
                       f"{_fmt(record.get('batch/zero_advantage_groups'), '.0f')}, loss "
                       f"{_fmt(record.get('train/loss'), '.4f')}, rollout {_fmt(record.get('rollout_s'), '.0f')} s, "
-                      f"train {_fmt(record.get('train_s'), '.0f')} s", highlight=False, soft_wrap=True)
+                      f"train {_fmt(record.get('train_s'), '.0f')} s"
+                      f"{timeouts(record, record.get('batch/trajectories'))}", highlight=False, soft_wrap=True)
         per_task = task_line(record, "reward_mean", "reward")
         if per_task:
             console.print(f"  per task: {per_task}", highlight=False, soft_wrap=True)
@@ -181,3 +198,13 @@ def train_command(
                       f"(step {last['step']})", highlight=False, soft_wrap=True)
     console.print(f"done: {summary['steps']} steps; metrics {out / 'metrics.jsonl'}, plot {summary['plot']}, "
                   f"checkpoint {summary['checkpoint'] or '-'}", highlight=False, soft_wrap=True)
+    run_steps, updated = summary.get("steps_run", 0), summary.get("steps_updated", 0)
+    if run_steps and updated < run_steps:
+        reasons = "; ".join(f"{why} ({n} step{'s' if n > 1 else ''})"
+                            for why, n in summary.get("no_update_reasons", {}).items())
+        console.print(f"{run_steps - updated} of {run_steps} steps trained nothing: {reasons}", highlight=False,
+                      soft_wrap=True)
+    if run_steps and not updated:
+        console.print("no step of this run updated the policy (the weights are the ones it started from)",
+                      highlight=False, soft_wrap=True)
+        raise typer.Exit(1)

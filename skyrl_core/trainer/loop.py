@@ -32,6 +32,7 @@ import attrs
 from ..backends import TrainingDivergedError, create_backend
 from ..config import Config, config_to_yaml
 from ..errors import SkyrlError
+from ..notes import note
 from ..postprocess import build_training_batch
 from ..rollout import sampling_params
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
@@ -138,6 +139,51 @@ def trajectory_summary(trajectories: Sequence[Any], per_task: bool = True) -> di
     return out
 
 
+def directory_bytes(path: Path) -> int:
+    """Bytes of the regular files under ``path`` (a checkpoint), symlinks not followed."""
+    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def human_size(n: float) -> str:
+    """``1.6 GB``, ``512 kB``: decimal units, three significant figures."""
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:.3g} {unit}"
+        n /= 1000
+    return f"{n:.3g} TB"  # pragma: no cover
+
+
+def trainable_data(batch: Any) -> int:
+    """Data of ``batch`` that can move the policy: not loss-masked and with at least one generated token (what
+    every backend trains on; zero-advantage groups are already left out of ``batch.data``)."""
+    return sum(1 for d in batch.data if d.loss_mask and any(d.response_mask))
+
+
+def no_data_reason(trajectories: Sequence[Any], batch: Any) -> str:
+    """Why a step's batch holds no trainable data, in words a user can act on: every trajectory failed before
+    the model produced a token (with the first error), every group had zero advantage (equal rewards within each
+    group), or every trajectory with data was loss-masked (counted by finish reason; ``max_tokens`` is a
+    generation cut at ``sampling.max_tokens``)."""
+    n = len(trajectories)
+    with_data = [t for t in trajectories if t.transitions]
+    if not with_data:
+        first = next((t.error for t in trajectories if t.error), None)
+        return (f"none of the {n} trajectories produced a token" + (f" (first error: {first})" if first else ""))
+    zero = int(batch.metrics.get("zero_advantage_groups", 0))
+    groups = len({t.group_id for t in with_data})
+    if zero and zero >= groups:
+        rewards = sorted({float(t.reward) for t in with_data})
+        shown = ", ".join(f"{r:g}" for r in rewards[:5])
+        return (f"all {groups} groups had zero advantage (every sample of a group got the same reward; rewards "
+                f"seen: {shown})")
+    masked = Counter(t.finish_reason or "none" for t in with_data if t.masked)
+    if masked:
+        parts = ", ".join(f"{reason} {count}" for reason, count in masked.most_common())
+        cut = " (max_tokens: cut at sampling.max_tokens)" if "max_tokens" in masked else ""
+        return f"every trajectory with a non-zero advantage was loss-masked (finish reasons: {parts}){cut}"
+    return "no datum had a generated token"
+
+
 def _raise_if_cancelled() -> None:
     """Re-raise a Ctrl-C that a rollout absorbed (a dispatcher that turns cancellation into "cancelled"
     trajectories must not make the loop train on them)."""
@@ -151,7 +197,8 @@ class TrainRun:
 
     ``session_factory`` (async, ``config -> session``) defaults to ``RolloutSession.create``. ``on_step`` is
     called with each train record (progress display); ``on_rollout(phase, done, total)`` with each finished
-    trajectory of a rollout (``phase`` is ``rollouts`` or ``eval``). Raises SkyrlError when ``output`` already holds
+    trajectory of a rollout (``phase`` is ``rollouts for step <k>``, ``eval before training`` or
+    ``eval after step <k>``). Raises SkyrlError when ``output`` already holds
     checkpoints and ``resume`` is False, or ``resume`` is True and there is none, or ``resume`` is True and the
     data fingerprint of the checkpoint (:func:`data_fingerprint`) differs from this config's, naming the keys
     (``accept_data_change`` resumes anyway, with a warning: the cursor then indexes the new order).
@@ -178,6 +225,8 @@ class TrainRun:
         self.records: list[dict] = []
         self._saved_step = -1
         self._training = False
+        self.steps_run = 0  # train steps run by this process (a resumed run's earlier steps not included)
+        self.steps_updated = 0  # of those, steps that updated the policy (trainable data, an optimiser step)
 
     # -- setup -----------------------------------------------------------------------------------------------
     async def _setup(self) -> None:
@@ -257,7 +306,7 @@ class TrainRun:
         step = self.step + 1
         t0 = time.perf_counter()
         items = self.step_items()
-        self._watch_rollout("rollouts", len(items) * cfg.sampling.n_samples)
+        self._watch_rollout(f"rollouts for step {step}", len(items) * cfg.sampling.n_samples)
         sampling = sampling_params(cfg, seed=self.sampling_seed)
         trajectories, dispatch = await self.session.rollout(items, cfg.sampling.n_samples, sampling,
                                                             seed_round=f"step-{step}")
@@ -266,6 +315,7 @@ class TrainRun:
         self._dump_trajectories(f"step-{step:06d}", trajectories)
         release_freed_memory()  # the rollouts' KV caches, freed in the engine's arena (see trainer/memory.py)
         batch = build_training_batch(trajectories, cfg.backend.advantage, cfg.backend.std_normalize)
+        trainable = trainable_data(batch)
         t1 = time.perf_counter()
         self._training = True
         try:
@@ -281,6 +331,14 @@ class TrainRun:
         record.update({f"batch/{k}": v for k, v in batch.metrics.items()})
         record.update({f"train/{k}": v for k, v in train_metrics.items()})
         record.update({f"dispatch/{k}": v for k, v in dispatch.items() if isinstance(v, (int, float))})
+        updated = trainable > 0 and not train_metrics.get("empty") and train_metrics.get("optim_steps", 1) != 0
+        record["trainable_data"] = float(trainable)
+        if not updated:
+            record["no_update"] = (no_data_reason(trajectories, batch) if not trainable else
+                                   "the backend made no optimiser step")
+            log.warning("step %d trained nothing: %s", step, record["no_update"])
+        self.steps_run += 1
+        self.steps_updated += updated
         record.update(rollout_s=t_rollout, train_s=t_train, step_s=time.perf_counter() - t0,
                       peak_rss_mb=peak_rss_mb(), rss_mb=current_rss_mb(), bad_steps=self.backend.bad_steps)
         self._log(record)
@@ -299,7 +357,8 @@ class TrainRun:
         cfg = self.config
         t0 = time.perf_counter()
         sampling = sampling_params(cfg, temperature=cfg.train.eval_temperature, seed=self.sampling_seed)
-        self._watch_rollout("eval", len(self.eval_items))
+        self._watch_rollout("eval before training" if self.step == 0 else f"eval after step {self.step}",
+                            len(self.eval_items))
         trajectories, _ = await self.session.rollout(self.eval_items, 1, sampling, seed_round="eval",
                                                      keep=("temperature",))
         _raise_if_cancelled()
@@ -360,6 +419,7 @@ class TrainRun:
         path = save_checkpoint(self.ckpt_root, self.step, self.backend, state,
                                keep=self.config.train.keep_checkpoints)
         self._saved_step = self.step
+        note("checkpoint of step %d: %s (%s)", self.step, path, human_size(directory_bytes(path)))
         return path
 
     def _eval_due(self) -> bool:
@@ -368,8 +428,8 @@ class TrainRun:
 
     # -- the run ---------------------------------------------------------------------------------------------
     async def run(self) -> dict[str, Any]:
-        """Train to ``train.steps``; return a summary (first/last eval pass@1, paths). Saves a checkpoint on
-        Ctrl-C (unless interrupted inside a weight update) and re-raises."""
+        """Train to ``train.steps``; return a summary (first/last eval pass@1, paths, ``steps_run`` and
+        ``steps_updated`` by this process, ``no_update_reasons`` with counts). Saves a checkpoint on Ctrl-C (unless interrupted inside a weight update) and re-raises."""
         cfg = self.config
         try:
             await self._setup()
@@ -398,7 +458,10 @@ class TrainRun:
     def summary(self) -> dict[str, Any]:
         evals = [r for r in self.records if r.get("kind") == "eval"]
         plot = self.plot()
-        return {"steps": self.step, "output": str(self.output), "plot": str(plot) if plot else None,
+        reasons = Counter(r["no_update"] for r in self.records if r.get("kind") == "train" and r.get("no_update"))
+        return {"steps": self.step, "steps_run": self.steps_run, "steps_updated": self.steps_updated,
+                "no_update_reasons": dict(reasons.most_common()),
+                "output": str(self.output), "plot": str(plot) if plot else None,
                 "eval_first": evals[0] if evals else None, "eval_last": evals[-1] if evals else None,
                 "checkpoint": str(latest_checkpoint(self.ckpt_root) or "")}
 

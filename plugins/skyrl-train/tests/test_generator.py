@@ -47,8 +47,8 @@ N_SAMPLES = 3
 N_INSTANCES = 2
 GSM8K = {
     "model": "smollm2-135m-instruct",
-    # a generous engine timeout: on shared CPUs a slow call must not turn into a masked trajectory
-    "engine": {"type": "hf", "max_batch": 16, "device": "cpu", "dtype": "float32", "timeout_s": 3600},
+    # engine.timeout_s bounds a stall (no token for 300 s once admitted), not a slow call on a shared CPU
+    "engine": {"type": "hf", "max_batch": 16, "device": "cpu", "dtype": "float32", "timeout_s": 300},
     "tasks": [{"name": "gsm8k_steps", "tools": ["python"], "instruction_builder": "gsm8k_fewshot",
                "verifier": "shaped_answer", "data": {"split": "train", "limit": N_INSTANCES}}],
     "agent": {"max_turns": 2, "max_context_tokens": 1024, "parser": "codeblock", "hints": {"turns_left": False}},

@@ -8,6 +8,10 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
+# The engine's bound is a stall (no token for this many seconds once a call is admitted), never a call's wall
+# time: on a loaded machine a slow but decoding engine must not time every trajectory out (issue #37 item 12).
+STALL_S = 300.0
+
 
 @pytest.fixture(scope="module")
 def verl_cfg():
@@ -29,7 +33,7 @@ async def test_agent_loop_output_from_a_real_rollout(verl_cfg):
     from skyrl_verl.launcher import write_task_parquet
 
     assert _agent_loop_registry["skyrl"]["_target_"] == "skyrl_verl.agent_loop.SkyrlAgentLoop"
-    engine = HFEngine("smollm2-135m-instruct", max_batch=4, device="cpu", dtype="float32")
+    engine = HFEngine("smollm2-135m-instruct", max_batch=4, device="cpu", dtype="float32", timeout_s=STALL_S)
     try:
         server = HFServerManager(engine)
         loop = SkyrlAgentLoop(trainer_config=DictConfigWrap(verl_cfg), server_manager=server,
@@ -79,7 +83,7 @@ async def test_run_returns_one_output_for_verl(verl_cfg):
     from skyrl_core.default_plugins.engines.hf import HFEngine
     from skyrl_verl.agent_loop import HFServerManager, SkyrlAgentLoop
 
-    engine = HFEngine("smollm2-135m-instruct", max_batch=2, device="cpu", dtype="float32")
+    engine = HFEngine("smollm2-135m-instruct", max_batch=2, device="cpu", dtype="float32", timeout_s=STALL_S)
     try:
         loop = SkyrlAgentLoop(trainer_config=DictConfigWrap(verl_cfg), server_manager=HFServerManager(engine),
                               tokenizer=engine.tokenizer, processor=None, dataset_cls=RLHFDataset,
@@ -128,7 +132,7 @@ async def test_a_response_cut_at_response_length_is_loss_masked_and_samples_get_
 
     cfg = copy.deepcopy(verl_cfg)
     cfg.actor_rollout_ref.rollout.response_length = 6
-    engine = HFEngine("smollm2-135m-instruct", max_batch=2, device="cpu", dtype="float32")
+    engine = HFEngine("smollm2-135m-instruct", max_batch=2, device="cpu", dtype="float32", timeout_s=STALL_S)
     try:
         server = SeedRecorder(agent_loop_mod.HFServerManager(engine))
         loop = _loop(cfg, server, engine.tokenizer)

@@ -40,7 +40,8 @@ def rollouts():
     from skyrl_core.default_plugins.engines.hf import HFEngine
 
     async def run():
-        engine = HFEngine("smollm2-135m-instruct", max_batch=16, device="cpu", dtype="float32")
+        engine = HFEngine("smollm2-135m-instruct", max_batch=16, device="cpu", dtype="float32",
+                           timeout_s=300.0)  # a stall bound, not wall time (issue #37 item 12)
         tok = engine.tokenizer
         try:
             trajs, jobs = [], []

@@ -28,7 +28,8 @@ def hf_engine(config: Any):
 
     opts = _options(config, {"max_context"}, "hf")
     return HFEngine(model=config.model, max_batch=config.engine.max_batch, device=config.engine.device,
-                    dtype=config.engine.dtype, max_context=opts.get("max_context"))
+                    dtype=config.engine.dtype, max_context=opts.get("max_context"), timeout_s=config.engine.timeout_s,
+                    call_timeout_s=config.engine.call_timeout_s)
 
 
 def openai_engine(config: Any):
@@ -39,7 +40,7 @@ def openai_engine(config: Any):
     opts = _options(config, {"retries", "max_context", "token_prompts", "images"}, "openai")
     return OpenAIEngine(model=config.model, base_url=config.engine.base_url, api_key=config.engine.api_key,
                         served_model=config.engine.served_model, timeout_s=config.engine.timeout_s,
-                        max_concurrency=config.engine.max_batch, **opts)
+                        call_timeout_s=config.engine.call_timeout_s, max_concurrency=config.engine.max_batch, **opts)
 
 
 def vllm_engine(config: Any):

@@ -29,7 +29,8 @@ from typing import Any
 import attrs
 
 from skyrl_core.errors import ConfigError, SkyrlError
-from skyrl_core.inference.base import Engine, EngineError, GenerationOutput, SamplingParams
+from skyrl_core.inference.base import (CallClock, Engine, EngineError, EngineStalled, GenerationOutput,
+                                       SamplingParams, bounded_call)
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,7 @@ class _Request:
     logprobs: list[float] = attrs.Factory(list)
     finish_reason: str | None = None
     cancelled: bool = False
+    clock: CallClock = attrs.Factory(CallClock)
 
 
 class HFEngine(Engine):
@@ -60,6 +62,9 @@ class HFEngine(Engine):
         dtype: ``auto`` | ``float32`` | ``bfloat16`` | ``float16``.
         max_context: context window in tokens (prompt + generation); default: the model's
             ``max_position_embeddings``. A request reaching it finishes with ``length``.
+        timeout_s: a call fails with EngineStalled when, once admitted into the batch, it gets no new token for
+            this many seconds (``engine.timeout_s``); waiting in the queue for a slot does not count. None: off.
+        call_timeout_s: the whole call's bound in seconds, queueing included (``engine.call_timeout_s``).
 
     Raises ConfigError for a bad model name, device or max_batch; MissingExtraError without torch/transformers.
     """
@@ -67,7 +72,8 @@ class HFEngine(Engine):
     name = "hf"
 
     def __init__(self, model: str = "smollm2-135m-instruct", max_batch: int = 16, device: str = "auto",
-                 dtype: str = "auto", max_context: int | None = None) -> None:
+                 dtype: str = "auto", max_context: int | None = None, timeout_s: float | None = None,
+                 call_timeout_s: float | None = None) -> None:
         super().__init__()
         from skyrl_core.models import load_causal_lm, load_tokenizer
 
@@ -82,6 +88,8 @@ class HFEngine(Engine):
         if not (device == "cpu" or device.startswith("cuda")):
             raise ConfigError(f"engine.device '{device}' is not one of auto, cpu, cuda, cuda:N")
         self.model_name = model
+        self.timeout_s = timeout_s
+        self.call_timeout_s = call_timeout_s
         self.device = device
         self.max_batch = max_batch
         self.tokenizer = load_tokenizer(model)
@@ -116,8 +124,9 @@ class HFEngine(Engine):
         Returns ``output_ids`` [gen_len] exactly as sampled (an EOS token is included), ``output_logprobs``
         [gen_len] (None when ``sampling.logprobs`` is false), ``finish_reason`` ``stop`` (EOS or a stop string,
         whose text stays in the output) or ``length`` (``max_tokens`` or the context window), and the decoded
-        ``text``. Raises EngineError when the engine is closed or its forward pass fails, SkyrlError for an
-        empty prompt or token ids outside the vocabulary.
+        ``text``. Raises EngineError when the engine is closed or its forward pass fails, EngineStalled past
+        ``timeout_s`` without a token or ``call_timeout_s`` in all, SkyrlError for an empty prompt or token ids
+        outside the vocabulary.
         """
         import torch
 
@@ -149,8 +158,9 @@ class HFEngine(Engine):
             self._ensure_worker()
             self._cond.notify()
         try:
-            return await asyncio.shield(req.future)
-        except asyncio.CancelledError:
+            return await bounded_call(asyncio.shield(req.future), req.clock, self.timeout_s, self.call_timeout_s,
+                                      self.name)
+        except (asyncio.CancelledError, EngineStalled):
             req.cancelled = True  # the worker drops the row at its next step
             raise
 
@@ -244,6 +254,8 @@ class HFEngine(Engine):
                     if req.cancelled:
                         continue
                     self.stats.started(len(req.prompt))
+                    req.clock.admit()
+                    self.stats.queue_wait_s += req.clock.queue_s()
                     admitted.append(req)
             try:
                 with self._step_lock:
@@ -394,6 +406,7 @@ class _Batch:
                 logp = float(logp_all[token])
             req.output.append(token)
             req.logprobs.append(logp)
+            req.clock.tick()
             if token in eng.eos_token_ids:
                 req.finish_reason = "stop"
             elif sp.stop and self._hit_stop(req):

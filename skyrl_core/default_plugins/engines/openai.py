@@ -11,8 +11,12 @@ tokenizer. Such data is not token-exact (the re-encoding can differ from what th
 one warning says so. On ``finish_reason == "stop"`` the matched stop string (vLLM's ``stop_reason``) is appended
 to the text, or, when the server stopped on EOS, the tokenizer's EOS id is appended to the ids.
 
-Calls time out after ``timeout_s`` seconds; connection errors, timeouts, 429 and 5xx answers are retried
-``retries`` times with exponential backoff, then raise EngineError naming the URL and the cause.
+A call times out when the server sends nothing for ``timeout_s`` seconds (httpx's read timeout; a non-streamed
+completion sends nothing until it is done, so against a remote server this bounds the server's queueing and
+generation together — only the server can tell them apart). The wait for one of this client's
+``max_concurrency`` slots is not counted there; ``call_timeout_s`` bounds the whole call, that wait included
+(EngineStalled). Connection errors, timeouts, 429 and 5xx answers are retried ``retries`` times with exponential
+backoff, then raise EngineError naming the URL and the cause.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from skyrl_core.errors import ConfigError, SkyrlError
-from skyrl_core.inference.base import Engine, EngineError, GenerationOutput, SamplingParams, tracked
+from skyrl_core.inference.base import (CallClock, Engine, EngineError, GenerationOutput, SamplingParams,
+                                       bounded_call, tracked)
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +69,7 @@ class OpenAIEngine(Engine):
     def __init__(self, model: str = "smollm2-135m-instruct", base_url: str | None = None, api_key: str | None = None,
                  served_model: str | None = None, timeout_s: float = 300.0, max_concurrency: int = 16,
                  retries: int = 2, max_context: int | None = None, token_prompts: str | bool = "auto",
-                 images: bool = True) -> None:
+                 images: bool = True, call_timeout_s: float | None = None) -> None:
         super().__init__()
         from skyrl_core.models import load_tokenizer, resolve_model
 
@@ -78,6 +83,7 @@ class OpenAIEngine(Engine):
         self.model_name = model
         self.served_model = served_model or model
         self.timeout_s = float(timeout_s)
+        self.call_timeout_s = call_timeout_s
         self.retries = int(retries)
         self.tokenizer = load_tokenizer(model)
         if max_context is None:
@@ -152,8 +158,14 @@ class OpenAIEngine(Engine):
         if max_new <= 0:
             return GenerationOutput([], [] if sampling.logprobs else None, "length", "")
         self._http()
-        return await tracked(self.stats, self._sem, len(input_ids),
-                             lambda: self._generate(list(input_ids), sampling, max_new))
+        clock = CallClock()
+
+        def produce():
+            clock.admit()  # the server's own progress is not visible: httpx's read timeout bounds that
+            return self._generate(list(input_ids), sampling, max_new)
+
+        return await bounded_call(tracked(self.stats, self._sem, len(input_ids), produce), clock, None,
+                                  self.call_timeout_s, self.name)
 
     async def _generate(self, ids: list[int], sp: SamplingParams, max_new: int) -> GenerationOutput:
         body: dict[str, Any] = {"model": self.served_model, "max_tokens": max_new, "temperature": sp.temperature,

@@ -42,7 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from skyrl_core.errors import ConfigError, MissingExtraError, SkyrlError
-from skyrl_core.inference.base import Engine, EngineError, GenerationOutput, SamplingParams, tracked
+from skyrl_core.inference.base import (CallClock, Engine, EngineError, GenerationOutput, SamplingParams,
+                                       bounded_call, tracked)
 from .openai import OpenAIEngine, _message, _Rejected, _save
 from .vllm_server import CPU_ENV
 
@@ -69,6 +70,10 @@ class VLLMEngine(Engine):
         tensor_parallel_size: GPUs per engine.
         enforce_eager: skip graph capture / compilation (default: true on the CPU, false on a GPU).
         kv_cache_gib: KV cache in GiB on the CPU (``VLLM_CPU_KVCACHE_SPACE``, unless that is set).
+        timeout_s: a call fails with EngineStalled when vLLM streams no new output for this many seconds
+            (``engine.timeout_s``; the wait for one of this engine's ``max_batch`` slots does not count, vLLM's own
+            scheduling queue does). None: off.
+        call_timeout_s: the whole call's bound in seconds, queueing included (``engine.call_timeout_s``).
 
     Raises MissingExtraError when vllm is not installed, ConfigError for a bad ``max_batch``.
     """
@@ -77,8 +82,11 @@ class VLLMEngine(Engine):
 
     def __init__(self, model: str = "smollm2-135m-instruct", max_batch: int = 16, dtype: str = "auto",
                  gpu_memory_utilization: float = 0.5, max_model_len: int | None = None,
-                 tensor_parallel_size: int = 1, enforce_eager: bool | None = None, kv_cache_gib: float = 1) -> None:
+                 tensor_parallel_size: int = 1, enforce_eager: bool | None = None, kv_cache_gib: float = 1,
+                 timeout_s: float | None = None, call_timeout_s: float | None = None) -> None:
         super().__init__()
+        self.timeout_s = timeout_s
+        self.call_timeout_s = call_timeout_s
         if max_batch < 1:
             raise ConfigError(f"engine.max_batch must be >= 1, got {max_batch}")
         try:
@@ -139,19 +147,25 @@ class VLLMEngine(Engine):
         except (ValueError, TypeError) as exc:
             raise SkyrlError(f"vllm engine: invalid sampling {sampling}: {exc}") from None
         prompt = [int(t) for t in input_ids]
+        clock = CallClock()
 
         async def produce():
             final = None
+            clock.admit()
             try:
                 async for out in self.llm.generate(TokensPrompt(prompt_token_ids=prompt), params,
                                                    request_id=uuid.uuid4().hex):
+                    seen = len(out.outputs[0].token_ids) if out.outputs else 0  # cumulative outputs
+                    clock.tick(max(seen - clock.tokens, 0))
                     final = out
             except Exception as exc:
                 raise EngineError(f"vllm engine generate failed: {type(exc).__name__}: {exc}") from exc
             return final
 
-        final = await tracked(self.stats, self._sem, len(input_ids), produce,
-                              count=lambda out: len(out.outputs[0].token_ids) if out.outputs else 0)
+        final = await bounded_call(
+            tracked(self.stats, self._sem, len(input_ids), produce,
+                    count=lambda out: len(out.outputs[0].token_ids) if out.outputs else 0),
+            clock, self.timeout_s, self.call_timeout_s, self.name)
         if final is None or not final.outputs:
             raise EngineError("vllm engine returned no output for the request")
         if final.prompt_token_ids is not None and list(final.prompt_token_ids) != prompt:
@@ -264,5 +278,6 @@ def from_config(config: Any, options: dict[str, Any]) -> Engine:
     if eng.base_url:
         return VLLMServedEngine(model=config.model, base_url=eng.base_url, api_key=eng.api_key,
                                 served_model=eng.served_model, timeout_s=eng.timeout_s,
-                                max_concurrency=eng.max_batch, **options)
-    return VLLMEngine(model=config.model, max_batch=eng.max_batch, dtype=eng.dtype, **options)
+                                call_timeout_s=eng.call_timeout_s, max_concurrency=eng.max_batch, **options)
+    return VLLMEngine(model=config.model, max_batch=eng.max_batch, dtype=eng.dtype, timeout_s=eng.timeout_s,
+                      call_timeout_s=eng.call_timeout_s, **options)
