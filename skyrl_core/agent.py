@@ -206,7 +206,8 @@ async def run_agent(trajectory: Trajectory, *, engine: Any, tools: dict[str, Too
         state.turn += 1
         trajectory.turns = state.turn
         output_ids = list(out.output_ids)
-        text = chat.decode(output_ids)
+        # formats whose call markers are special tokens (harmony, Kimi-K2, Mistral) are decoded with them kept
+        text = chat.decode(output_ids, keep_special=bool(getattr(parser, "keep_special_tokens", False)))
         assistant = {"role": "assistant", "content": text}
         trajectory.messages.append(assistant)
         ctx.state.messages.append(dict(assistant))
@@ -218,20 +219,23 @@ async def run_agent(trajectory: Trajectory, *, engine: Any, tools: dict[str, Too
             break
         if out.finish_reason == "length":
             if len(output_ids) >= sampling.max_tokens:
-                finish(MAX_TOKENS, f"generation hit sampling.max_tokens={sampling.max_tokens} mid-call")
+                finish(MAX_TOKENS, _max_tokens_error(_parse(parser, text, "length", all_schemas),
+                                                     sampling.max_tokens))
             else:
                 finish(CONTEXT_EXCEEDED, f"generation reached the context window of {limit} tokens")
             break
 
-        # a parser that types values by schema (qwen3_coder) is given this trajectory's tools
-        parsed = parser.parse(text, out.finish_reason, tool_schemas=all_schemas) \
-            if getattr(parser, "needs_tool_schemas", False) else parser.parse(text, out.finish_reason)
+        parsed = _parse(parser, text, out.finish_reason, all_schemas)
         new: list[dict] = []
         done: ToolResult | None = None
         reset: list[dict] | None = None
         hints: list[str] = []
         obs_role = chat.observation_role
-        if not parsed.calls and not parsed.errors:
+        unread = None if parsed.calls or parsed.errors else _unread_call(text, tools, parser)
+        if unread is not None:  # call-shaped text the parser cannot read: say so, never a silent stop
+            trajectory.metrics["unread_calls"] = trajectory.metrics.get("unread_calls", 0) + 1
+            new.append({"role": obs_role, "content": unread})
+        elif not parsed.calls and not parsed.errors:
             if cfg.on_no_tool_call == "stop" or state.nudges >= cfg.max_nudges:
                 finish(NO_TOOL_CALL)
                 break
@@ -246,7 +250,9 @@ async def run_agent(trajectory: Trajectory, *, engine: Any, tools: dict[str, Too
             except RuntimeLost as exc:  # the runtime itself died: this trajectory cannot go on
                 lost = exc
                 break
-            new.append(observation_message(obs_role, content, result.images if result else None, engine))
+            observation = observation_message(obs_role, content, result.images if result else None, engine)
+            observation["tool_call_id"] = call.id  # results are paired with calls by id, not by position
+            new.append(observation)
             if result is None:
                 continue
             if result.metadata.get("edit_failed") and cfg.hints.failed_edit:
@@ -344,6 +350,47 @@ async def _execute(call: ToolCall, tools: dict[str, Tool], ctx: ToolContext, cfg
     if cut:
         result.metadata["observation_truncated"] = True
     return result, output
+
+
+def _parse(parser: Any, text: str, finish_reason: str, schemas: list[dict]) -> Any:
+    """``parser.parse``; a parser that types values by schema (qwen3_coder, glm45) is given the trajectory's tools."""
+    if getattr(parser, "needs_tool_schemas", False):
+        return parser.parse(text, finish_reason, tool_schemas=schemas)
+    return parser.parse(text, finish_reason)
+
+
+def _max_tokens_error(cut: Any, max_tokens: int) -> str:
+    """What a generation stopped by ``sampling.max_tokens`` left: a call cut off, complete calls, or none."""
+    if cut.truncated:
+        return f"generation hit sampling.max_tokens={max_tokens} mid-call (the cut-off call was not run)"
+    if cut.calls:
+        n = len(cut.calls)
+        return (f"generation hit sampling.max_tokens={max_tokens} after {n} complete tool call{'s' if n != 1 else ''} "
+                f"(not run: the reply was not finished)")
+    return f"generation hit sampling.max_tokens={max_tokens} with no tool call in the text"
+
+
+def _unread_call(text: str, tools: dict[str, Tool], parser: Any) -> str | None:
+    """An observation for a reply that has the shape of a tool call (a known format's markers, or a JSON
+    object naming a tool) from which ``parser`` read neither a call nor an error; None when it has no such
+    shape. Names the format it resembles and shows a valid call in the parser's own format."""
+    from .default_plugins.parsers.detect import resembled_format
+    from .default_plugins.parsers.scanner import split_reasoning
+
+    visible, _ = split_reasoning(text)
+    found = resembled_format(visible, tools)
+    if found is None:
+        return None
+    fmt_parser, label = found
+    mine = getattr(parser, "name", type(parser).__name__)
+    first = _preferred_example_tool(tools)
+    example = _call_text(first.example_call(), parser) if first else ""
+    if fmt_parser == mine:
+        head = f"Error: your reply looks like a tool call in the {label} format, but no call could be read from it"
+    else:
+        head = (f"Error: your reply looks like a tool call in the {label} format (parser '{fmt_parser}'), but "
+                f"this run reads tool calls in the '{mine}' format")
+    return head + ", so nothing was run." + (f" Write the call like this:\n{example}" if example else "")
 
 
 def _unparseable(error: str, text: str, tools: dict[str, Tool], parser: Any) -> str:

@@ -117,9 +117,18 @@ class ChatFormat:
         """Token ids of ``text`` with no BOS/EOS added (the template writes its own special tokens)."""
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    def decode(self, ids: Sequence[int]) -> str:
-        """Text of generated ids without special tokens (what the parser and the transcript see)."""
-        return self.tokenizer.decode(list(ids), skip_special_tokens=True)
+    def decode(self, ids: Sequence[int], keep_special: bool = False) -> str:
+        """Text of generated ids without special tokens (what the parser and the transcript see).
+        ``keep_special`` keeps them (formats whose call markers are special tokens: harmony, Kimi-K2, Mistral),
+        less a final end-of-sequence token (the template writes its own end of turn)."""
+        ids = list(ids)
+        if not keep_special:
+            return self.tokenizer.decode(ids, skip_special_tokens=True)
+        eos = {i for i in (getattr(self.tokenizer, "eos_token_id", None), getattr(self.tokenizer, "pad_token_id", None))
+               if i is not None}
+        while ids and ids[-1] in eos:
+            ids.pop()
+        return self.tokenizer.decode(ids, skip_special_tokens=False)
 
     def render_ids(self, messages: Sequence[dict], tools: Sequence[dict] | None = None,
                    add_generation_prompt: bool = True) -> list[int]:

@@ -21,7 +21,7 @@ from typing import Any
 from skyrl_core.tools import example_arguments
 
 from .repair import JSONRepairError, loads_tolerant
-from .scanner import _TRUNCATED_MSG, ParseResult, _CallError, _Extracted, _normalize_call, _tag_body_end, parse_with
+from .scanner import ParseResult, _CallError, _Extracted, _normalize_call, extract_token_calls, parse_with
 
 CALLS_BEGIN = "<｜tool▁calls▁begin｜>"
 CALLS_END = "<｜tool▁calls▁end｜>"
@@ -85,41 +85,4 @@ def _read_call(head_and_body: str, raw: str, ex: _Extracted) -> None:
 
 
 def _extract(text: str, finish_reason: str) -> _Extracted:
-    ex = _Extracted()
-    pos = last = 0
-    while True:
-        start = text.find(CALL_BEGIN, pos)
-        if start == -1:
-            break
-        ex.content_parts.append(text[last:start])
-        head_start = start + len(CALL_BEGIN)
-        sep = text.find(SEP, head_start)
-        next_begin = text.find(CALL_BEGIN, head_start)
-        if sep == -1 or (next_begin != -1 and next_begin < sep):
-            if finish_reason == "length" and sep == -1 and next_begin == -1:
-                ex.truncated = True
-                ex.errors.append(_TRUNCATED_MSG)
-                last = pos = len(text)
-                break
-            stop = next_begin if next_begin != -1 else len(text)
-            _read_call(text[head_start:stop], text[start:stop], ex)
-            last = pos = stop
-            continue
-        body_start = sep + len(SEP)
-        end, closed, _ = _tag_body_end(text, body_start, CALL_BEGIN, CALL_END)
-        if not closed and end >= len(text) and finish_reason == "length":
-            ex.truncated = True
-            ex.errors.append(_TRUNCATED_MSG)
-            last = pos = len(text)
-            break
-        stop = end + len(CALL_END) if closed else end
-        _read_call(text[head_start:end], text[start:stop], ex)
-        last = pos = stop
-    ex.content_parts.append(text[last:])
-    parts = []
-    for p in ex.content_parts:
-        for token in _TOKENS:
-            p = p.replace(token, "")
-        parts.append(p)
-    ex.content_parts = parts
-    return ex
+    return extract_token_calls(text, finish_reason, CALL_BEGIN, SEP, CALL_END, _read_call, _TOKENS)

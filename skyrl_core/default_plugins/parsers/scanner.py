@@ -29,6 +29,7 @@ Each parsed call gets a stable id ``call_<n>`` (n counts the executable calls of
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any, Sequence
@@ -199,7 +200,7 @@ def _tidy(parts: list[str]) -> str:
 
 @attrs.define
 class _Extracted:
-    calls: list[tuple[str, dict, str]] = attrs.Factory(list)  # (name, arguments, raw)
+    calls: list[tuple] = attrs.Factory(list)  # (name, arguments, raw) or (name, arguments, raw, call id)
     content_parts: list[str] = attrs.Factory(list)
     errors: list[str] = attrs.Factory(list)
     truncated: bool = False
@@ -295,8 +296,13 @@ def _add_calls(ex: _Extracted, calls: list[Any], raw: str) -> None:
         ex.calls.append((name, args, raw))
 
 
-_OUTSIDE = re.compile(r'["<]')
 _INSIDE = re.compile(r'["\\]')
+
+
+@functools.lru_cache(maxsize=64)
+def _outside(first_chars: str) -> re.Pattern:
+    """What the string-aware scan stops at outside strings: a quote or the first character of a tag."""
+    return re.compile("[" + "".join(re.escape(c) for c in sorted(set('"' + first_chars))) + "]")
 
 
 def find_tag_outside_strings(text: str, start: int, tags: Sequence[str]) -> tuple[int, str | None]:
@@ -306,8 +312,9 @@ def find_tag_outside_strings(text: str, start: int, tags: Sequence[str]) -> tupl
     JSON format shares."""
     i, n = start, len(text)
     in_str = False
+    outside = _outside("".join(t[:1] for t in tags))
     while i < n:
-        m = (_INSIDE if in_str else _OUTSIDE).search(text, i)
+        m = (_INSIDE if in_str else outside).search(text, i)
         if m is None:
             break
         j = m.start()
@@ -387,6 +394,52 @@ def _scan_tags(text: str, finish_reason: str) -> _Extracted:
     return ex
 
 
+def extract_token_calls(text: str, finish_reason: str, begin: str, sep: str, end_token: str,
+                        read_call: Any, tokens: Sequence[str]) -> _Extracted:
+    """The calls of a token-delimited format ``BEGIN head SEP {json} END`` (DeepSeek-V3.1, Kimi-K2):
+    ``read_call(head_and_body, raw, ex)`` adds one call (or an error) to ``ex``; the end token is looked for
+    outside JSON strings. Under ``finish_reason == "length"`` a call whose end never came is cut off (never
+    run). ``tokens`` are removed from the content text."""
+    ex = _Extracted()
+    pos = last = 0
+    while True:
+        start = text.find(begin, pos)
+        if start == -1:
+            break
+        ex.content_parts.append(text[last:start])
+        head_start = start + len(begin)
+        at_sep = text.find(sep, head_start)
+        next_begin = text.find(begin, head_start)
+        if at_sep == -1 or (next_begin != -1 and next_begin < at_sep):
+            if finish_reason == "length" and at_sep == -1 and next_begin == -1:
+                ex.truncated = True
+                ex.errors.append(_TRUNCATED_MSG)
+                last = pos = len(text)
+                break
+            stop = next_begin if next_begin != -1 else len(text)
+            read_call(text[head_start:stop], text[start:stop], ex)
+            last = pos = stop
+            continue
+        body_start = at_sep + len(sep)
+        end, closed, _ = _tag_body_end(text, body_start, begin, end_token)
+        if not closed and end >= len(text) and finish_reason == "length":
+            ex.truncated = True
+            ex.errors.append(_TRUNCATED_MSG)
+            last = pos = len(text)
+            break
+        stop = end + len(end_token) if closed else end
+        read_call(text[head_start:end], text[start:stop], ex)
+        last = pos = stop
+    ex.content_parts.append(text[last:])
+    parts = []
+    for p in ex.content_parts:
+        for token in tokens:
+            p = p.replace(token, "")
+        parts.append(p)
+    ex.content_parts = parts
+    return ex
+
+
 def _ends_with_partial_tag(text: str, tags: Sequence[str] = (TOOL_CALL_OPEN,)) -> bool:
     tail = text.rstrip()
     return any(tail.endswith(tag[:k]) for tag in tags for k in range(2, len(tag)))
@@ -394,8 +447,8 @@ def _ends_with_partial_tag(text: str, tags: Sequence[str] = (TOOL_CALL_OPEN,)) -
 
 def _build(visible: str, reasoning: list[str], ex: _Extracted, drafted: int, finish_reason: str,
            open_tags: Sequence[str] = (TOOL_CALL_OPEN,)) -> ParseResult:
-    calls = [ToolCall(name=name, arguments=args, id=f"call_{i}", raw=raw) for i, (name, args, raw) in
-             enumerate(ex.calls)]
+    calls = [ToolCall(name=c[0], arguments=c[1], id=(c[3] if len(c) > 3 and c[3] else f"call_{i}"), raw=c[2])
+             for i, c in enumerate(ex.calls)]
     truncated = ex.truncated
     errors = list(ex.errors)
     content = _tidy(ex.content_parts)

@@ -1,0 +1,144 @@
+"""The ``mistral_v11`` parser: Mistral's tool-call tokens from tokenizer v11 on (Mistral-Small-3.1/3.2,
+Magistral, Devstral)::
+
+    [TOOL_CALLS]bash[ARGS]{"command": "ls"}[TOOL_CALLS]finish[ARGS]{"answer": "4"}
+
+Each call is ``[TOOL_CALLS]NAME[ARGS]{json}``; a ``[CALL_ID]id`` between name and ``[ARGS]`` (some releases
+write one) becomes the call's id. The older form ``[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]``
+(tokenizer v3) is read too. A call's arguments run to the next ``[TOOL_CALLS]`` outside a JSON string, or to the
+end of the message, and are read as ``hermes`` reads JSON (only unambiguous repairs). ``[TOOL_CALLS]`` and
+``[ARGS]`` are special tokens of Mistral's tokenizers: this parser sets ``keep_special_tokens`` so the agent loop
+decodes generations with them kept.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from skyrl_core.tools import example_arguments
+
+from .repair import JSONRepairError, loads_tolerant, loads_tolerant_many
+from .scanner import (_TRUNCATED_MSG, ParseResult, _CallError, _expand, _Extracted, _normalize_call,
+                      find_tag_outside_strings, parse_with)
+
+TOOL_CALLS = "[TOOL_CALLS]"
+ARGS = "[ARGS]"
+CALL_ID = "[CALL_ID]"
+_EOS = ("</s>",)
+_HEAD = re.compile(r"\s*(?P<name>[^\[\]{}\s]+)\s*(?:\[CALL_ID\]\s*(?P<id>[^\[\s]*)\s*)?\[ARGS\]")
+
+
+class MistralV11Parser:
+    """Mistral ``[TOOL_CALLS]NAME[ARGS]{json}`` calls (tokenizer v11+), and the v3 ``[TOOL_CALLS][{...}]`` list.
+    Never raises."""
+
+    name = "mistral_v11"
+    keep_special_tokens = True
+
+    def parse(self, text: str, finish_reason: str = "stop") -> ParseResult:
+        return parse_with(_extract, text, finish_reason, open_tags=(TOOL_CALLS,))
+
+    def format_call(self, name: str, arguments: dict[str, Any]) -> str:
+        return f"{TOOL_CALLS}{name}{ARGS}{json.dumps(arguments, ensure_ascii=False)}"
+
+    def tools_prompt(self, tool_schemas: list[dict]) -> str:
+        """System-prompt text listing ``tool_schemas`` (as Mistral's ``[AVAILABLE_TOOLS]`` JSON) and the call form."""
+        fns = [s.get("function", s) for s in tool_schemas]
+        listing = json.dumps([{"type": "function", "function": fn} for fn in fns], ensure_ascii=False)
+        example = self.format_call(fns[0].get("name", "tool"), example_arguments(fns[0].get("parameters") or {})) \
+            if fns else ""
+        return (f"You can call these tools: {listing}\n\nTo call a tool, write {TOOL_CALLS}, the tool's name, "
+                f"{ARGS} and the arguments as one JSON object; several calls follow one another:\n"
+                f"{TOOL_CALLS}tool_name{ARGS}{{\"argument\": \"value\"}}\nFor example:\n{example}")
+
+
+def _body(text: str, start: int) -> int:
+    """End of a call body starting at ``start``: the next ``[TOOL_CALLS]`` outside JSON strings, else the end."""
+    at, _ = find_tag_outside_strings(text, start, (TOOL_CALLS,))
+    return at if at != -1 else len(text)
+
+
+def _strip_eos(body: str) -> str:
+    body = body.rstrip()
+    for eos in _EOS:
+        if body.endswith(eos):
+            body = body[:-len(eos)].rstrip()
+    return body
+
+
+def _loads(body: str, cut: bool) -> Any:
+    """The JSON value of a call body; a body cut off by max tokens gets no bracket closing (that would be a
+    guess at the rest of the call)."""
+    if not cut:
+        return loads_tolerant(body)
+    values = loads_tolerant_many(body, close_brackets=False)
+    if len(values) != 1:
+        raise JSONRepairError(f"expected one JSON value, found {len(values)}", at_end=True)
+    return values[0]
+
+
+def _extract(text: str, finish_reason: str) -> _Extracted:
+    ex = _Extracted()
+    pos = last = 0
+    while True:
+        start = text.find(TOOL_CALLS, pos)
+        if start == -1:
+            break
+        ex.content_parts.append(text[last:start])
+        after = start + len(TOOL_CALLS)
+        m = _HEAD.match(text, after)
+        if m is None and text[after:].lstrip()[:1] in ("[", "{"):  # v3: a JSON list of calls
+            end = _body(text, after)
+            body = _strip_eos(text[after:end])
+            try:
+                values = _expand(_loads(body, cut=finish_reason == "length" and end == len(text)))
+            except JSONRepairError as exc:
+                if finish_reason == "length" and end == len(text) and exc.at_end:
+                    ex.truncated = True
+                    ex.errors.append(_TRUNCATED_MSG)
+                    last = pos = len(text)
+                    break
+                ex.errors.append(f"could not read the tool calls after {TOOL_CALLS}: {exc.message}")
+                last = pos = end
+                continue
+            for obj in values:
+                try:
+                    ex.calls.append((*_normalize_call(obj), text[start:end]))
+                except _CallError as exc:
+                    ex.errors.append(str(exc))
+            last = pos = end
+            continue
+        if m is None:
+            end = _body(text, after)
+            if finish_reason == "length" and end == len(text):
+                ex.truncated = True
+                ex.errors.append(_TRUNCATED_MSG)
+                last = pos = len(text)
+                break
+            ex.errors.append(f"a Mistral tool call is {TOOL_CALLS}NAME{ARGS}{{arguments}}; got "
+                             f"{json.dumps(text[start:end][:80], ensure_ascii=False)}")
+            last = pos = end
+            continue
+        name, call_id = m.group("name"), m.group("id")
+        end = _body(text, m.end())
+        body = _strip_eos(text[m.end():end])
+        try:
+            args = _loads(body, cut=finish_reason == "length" and end == len(text)) if body else {}
+            name, args = _normalize_call({"name": name, "arguments": args})
+        except JSONRepairError as exc:
+            if finish_reason == "length" and end == len(text) and exc.at_end:
+                ex.truncated = True
+                ex.errors.append(_TRUNCATED_MSG)
+                last = pos = len(text)
+                break
+            ex.errors.append(f"could not read the arguments of '{name}': {exc.message}")
+        except _CallError as exc:
+            ex.errors.append(str(exc))
+        else:
+            ex.calls.append((name, args, text[start:end], call_id))
+        last = pos = end
+    ex.content_parts.append(text[last:])
+    ex.content_parts = [p.replace(ARGS, "").replace("</s>", "") for p in ex.content_parts]
+    return ex
