@@ -370,15 +370,19 @@ def _max_tokens_error(cut: Any, max_tokens: int) -> str:
     return f"generation hit sampling.max_tokens={max_tokens} with no tool call in the text"
 
 
+def _resembled(text: str, tools: dict[str, Tool]) -> tuple[str, str] | None:
+    """(parser name, format name) of the call format the reply outside its reasoning resembles, or None."""
+    from .default_plugins.parsers.detect import resembled_format
+    from .default_plugins.parsers.scanner import split_reasoning
+
+    return resembled_format(split_reasoning(text)[0], tools)
+
+
 def _unread_call(text: str, tools: dict[str, Tool], parser: Any) -> str | None:
     """An observation for a reply that has the shape of a tool call (a known format's markers, or a JSON
     object naming a tool) from which ``parser`` read neither a call nor an error; None when it has no such
     shape. Names the format it resembles and shows a valid call in the parser's own format."""
-    from .default_plugins.parsers.detect import resembled_format
-    from .default_plugins.parsers.scanner import split_reasoning
-
-    visible, _ = split_reasoning(text)
-    found = resembled_format(visible, tools)
+    found = _resembled(text, tools)
     if found is None:
         return None
     fmt_parser, label = found
@@ -399,6 +403,10 @@ def _unparseable(error: str, text: str, tools: dict[str, Tool], parser: Any) -> 
     meant = [t for name, t in tools.items() if f'"{name}"' in text or f"'{name}'" in text]
     names = ", ".join(sorted(tools))
     msg = f"Error: your tool call could not be parsed: {error}."
+    found = _resembled(text, tools)
+    if found is not None and found[0] != getattr(parser, "name", None):
+        msg += (f" Your reply looks like the {found[1]} format (parser '{found[0]}'); this run reads the "
+                f"'{getattr(parser, 'name', type(parser).__name__)}' format.")
     if meant:
         example = _call_text(meant[0].example_call(), parser)
         return msg + f" A valid call of '{meant[0].name}' looks like:\n{example}"

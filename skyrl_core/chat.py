@@ -120,13 +120,12 @@ class ChatFormat:
     def decode(self, ids: Sequence[int], keep_special: bool = False) -> str:
         """Text of generated ids without special tokens (what the parser and the transcript see).
         ``keep_special`` keeps them (formats whose call markers are special tokens: harmony, Kimi-K2, Mistral),
-        less a final end-of-sequence token (the template writes its own end of turn)."""
+        less one special token at the end (the end of turn or of sequence the generation stopped on: the
+        template writes its own)."""
         ids = list(ids)
         if not keep_special:
             return self.tokenizer.decode(ids, skip_special_tokens=True)
-        eos = {i for i in (getattr(self.tokenizer, "eos_token_id", None), getattr(self.tokenizer, "pad_token_id", None))
-               if i is not None}
-        while ids and ids[-1] in eos:
+        if ids and int(ids[-1]) in self._special_ids():
             ids.pop()
         return self.tokenizer.decode(ids, skip_special_tokens=False)
 
@@ -262,6 +261,14 @@ class ChatFormat:
         if not any(m.get("role") == "user" for m in new_messages):
             return False
         return any(m.get("role") == "assistant" and "</think>" in (m.get("content") or "") for m in messages)
+
+    def _special_ids(self) -> set[int]:
+        """Ids of the tokens the tokenizer marks special (dropped by ``skip_special_tokens``)."""
+        if getattr(self, "_special_id_set", None) is None:
+            decoder = getattr(self.tokenizer, "added_tokens_decoder", None) or {}
+            self._special_id_set = {int(i) for i, tok in decoder.items() if getattr(tok, "special", False)}
+            self._special_id_set |= {int(i) for i in (getattr(self.tokenizer, "all_special_ids", None) or [])}
+        return self._special_id_set
 
     # -- probes ------------------------------------------------------------------------------------------
     def _text_of(self, token_id: int) -> str:

@@ -40,7 +40,9 @@ class HintsConfig:
 class AgentConfig:
     """The agent loop. ``max_context_tokens`` bounds prompt + generation in tokens; ``on_no_tool_call`` is
     ``stop`` (end the trajectory, reason ``no_tool_call``) or ``nudge`` (remind the model and continue);
-    ``tool_timeout_s`` bounds one tool call in seconds; ``parser`` names a registered tool-call parser;
+    ``tool_timeout_s`` bounds one tool call in seconds; ``parser`` names a registered tool-call parser
+    (``auto``: the model's own format, from its chat template's call markers or its name, see
+    ``skyrl_core.default_plugins.parsers.detect``);
     ``chat_template_kwargs`` go to every chat-template render (``{enable_thinking: false}`` for Qwen3,
     ``{date_string: "26 Jul 2024"}`` for Llama 3.1) and are recorded in each transition."""
 

@@ -404,6 +404,11 @@ class RolloutSession:
 
     # -- resolution --------------------------------------------------------------------------------------
     def _parser(self, name: str) -> Any:
+        if name == "auto":  # the model's own format: its chat template's call markers, else its name
+            from .default_plugins.parsers.detect import parser_for_model
+
+            name, why = parser_for_model(self.engine.tokenizer)
+            log.info("agent.parser auto: using parser '%s' (%s)", name, why)
         parser = self.registry.get("parsers", name)
         return parser() if isinstance(parser, type) else parser
 
