@@ -35,13 +35,14 @@ KIMI = ("I'll look at both files.<|tool_calls_section_begin|><|tool_call_begin|>
         "<|tool_calls_section_end|>")
 MISTRAL = ('Let me check.[TOOL_CALLS]bash[ARGS]{"command": "echo \'[TOOL_CALLS]\' | wc -c"}'
            '[TOOL_CALLS]finish[ARGS]{"answer": "13"}</s>')
-GLM = ("<think>The test imports a missing helper.</think>\nSearching for it.\n<tool_call>bash\n<arg_key>command</arg_key>\n"
-       '<arg_value>grep -rn "</arg_value>" src/ | head</arg_value>\n<arg_key>timeout</arg_key>\n<arg_value>30'
-       "</arg_value>\n</tool_call>")
+GLM = ("<think>The test imports a missing helper.</think>\nSearching for it.\n<tool_call>bash\n"
+       '<arg_key>command</arg_key>\n<arg_value>grep -rn "</arg_value>" src/ | head</arg_value>\n'
+       "<arg_key>timeout</arg_key>\n<arg_value>30</arg_value>\n</tool_call>")
 
 
 @pytest.mark.parametrize("parser,text,finish_reason,expected,ids,n_errors,truncated,content", [
-    pytest.param(harmony, GPT_OSS, "stop", [("bash", {"command": 'pytest -x tests/test_io.py -k "read and not <|call|>"'})],
+    pytest.param(harmony, GPT_OSS, "stop",
+                 [("bash", {"command": 'pytest -x tests/test_io.py -k "read and not <|call|>"'})],
                  ["call_0"], 0, False, "", id="harmony-analysis-then-call"),
     pytest.param(harmony, "<|start|>assistant to=functions.finish<|channel|>commentary json<|message|>"
                  '{"answer": "42"}<|call|>', "stop", [("finish", {"answer": "42"})], ["call_0"], 0, False, "",

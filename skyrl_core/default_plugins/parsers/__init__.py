@@ -1,9 +1,10 @@
 """Built-in tool-call parsers, one module per format: ``hermes`` (the default, ``hermes.py``), ``json``
 (``json_calls.py``), ``openai`` (``openai_calls.py``), ``codeblock`` (``codeblock.py``), ``qwen3_coder``
 (``xml_parameters.py``), ``deepseek_v31`` (``deepseek.py``), ``harmony`` (gpt-oss, ``harmony.py``), ``kimi_k2``
-(``kimi.py``), ``mistral_v11`` (``mistral.py``) and ``glm45`` (``glm.py``), over the shared scanner (``scanner.py``:
-:class:`ParseResult`, call shapes, reasoning blocks) and JSON repair (``repair.py``: :func:`loads_tolerant`); ``detect.py`` picks a parser per model and names the format of
-call-shaped text a parser could not read."""
+(``kimi.py``), ``mistral_v11`` (``mistral.py``) and ``glm45`` (``glm.py``), over the shared scanner
+(``scanner.py``: :class:`ParseResult`, call shapes, reasoning blocks) and JSON repair (``repair.py``:
+:func:`loads_tolerant`); ``detect.py`` picks a parser per model and names the format of call-shaped text a
+parser could not read."""
 
 from __future__ import annotations
 

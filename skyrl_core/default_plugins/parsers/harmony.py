@@ -62,8 +62,8 @@ class HarmonyParser:
         lines = ["# Tools", "", "## functions", "", "namespace functions {", ""]
         for fn in fns:
             lines.append(f"// {fn.get('description', '')}")
-            lines.append(f"type {fn.get('name', '')} = (_: {json.dumps(fn.get('parameters') or {}, ensure_ascii=False)})"
-                         " => any;")
+            params = json.dumps(fn.get("parameters") or {}, ensure_ascii=False)
+            lines.append(f"type {fn.get('name', '')} = (_: {params}) => any;")
             lines.append("")
         lines.append("} // namespace functions")
         example = self.format_call(fns[0].get("name", "tool"), example_arguments(fns[0].get("parameters") or {})) \
