@@ -85,9 +85,9 @@ async def test_a_bpe_merge_across_the_generation_boundary_is_counted_and_located
     m = traj.metrics
     assert m["retok_drift"] is True and m["retok_drift_tokens"] == 2 and m["retok_drift_spans"] == 1
     first_gen_at = len(traj.transitions[0].input_ids)
-    assert m["retok_drift_where"] == (f"token {first_gen_at - 1} (across the initial prompt and the generation of turn 1): "
-                                      f"recorded 2 token(s) "
-                                      f"'\\n\\n', re-rendered as 1 token(s) '\\n\\n'")
+    assert m["retok_drift_where"] == (f"token {first_gen_at - 1} (across the initial prompt and the generation "
+                                      f"of turn 1): recorded 2 token(s) '\\n\\n', re-rendered as 1 token(s) "
+                                      f"'\\n\\n'")
     # the trainer trains on the ids the model sampled, never on the re-rendered ones
     seq, = pack_transitions(traj.transitions)
     out0 = traj.transitions[0].output_ids

@@ -1,6 +1,7 @@
 """The call formats of today's open models (gpt-oss harmony, Kimi-K2, Mistral tokenizer v11, GLM-4.5) on
 realistic output, the per-model parser table, call-shaped text a parser cannot read, and hypothesis fuzzing of
-the four parsers ("never raises, never runs a call the text does not contain, a cut call never runs")."""
+the four parsers ("never raises, never runs a call the text does not contain, a cut call never runs"); a strictly
+valid prefix of a call with unescaped quotes is not run as a guess, in any format."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from skyrl_core.default_plugins.parsers import (GLM45Parser, HarmonyParser, HermesParser, KimiK2Parser,
-                                                MistralV11Parser, parser_for_model, parser_for_template,
-                                                resembled_format)
+from skyrl_core.default_plugins.parsers import (GLM45Parser, HarmonyParser, HermesParser, JsonParser, KimiK2Parser,
+                                                MistralV11Parser, OpenAIParser, parser_for_model,
+                                                parser_for_template, resembled_format)
 
 harmony, kimi, mistral, glm = HarmonyParser(), KimiK2Parser(), MistralV11Parser(), GLM45Parser()
 
@@ -227,3 +228,43 @@ def test_cut_off_calls_are_never_run(name, args, which, data):
         text = text[:-1]
     cut = data.draw(st.integers(1, len(text)), label="cut")
     assert _parse(which, text[:cut], "length").calls == []
+
+
+# ------------------------------------------------------------------------------------------ guessed repairs
+
+TEMPLATE_GREP = '{"name": "bash", "arguments": {"command": "grep -n "}}" templates/base.html"}}'
+
+
+@pytest.mark.parametrize("parser,text", [
+    (JsonParser(), TEMPLATE_GREP),
+    (HermesParser(), f"I'll find the closing braces. {TEMPLATE_GREP}"),
+    (HermesParser(), '{"name": "python", "arguments": {"code": "x = 1"}}\n", "path": "notes.txt"}}'),
+])
+def test_a_valid_prefix_of_a_call_with_unescaped_quotes_is_not_run(parser, text):
+    """Issue #32 fault 2: the strict reader accepted '{... "command": "grep -n "}}' (a prefix of the text) and
+    ran 'grep -n '; the text reads two ways, so it is a recoverable error that quotes the problem."""
+    result = parser.parse(text)
+    assert result.calls == []
+    assert len(result.errors) == 1 and "reads more than one way" in result.errors[0]
+    assert 'write every quote inside a string as \\"' in result.errors[0]
+    assert "near" in result.errors[0]  # the place is quoted
+
+
+@FUZZ
+@given(code=st.text(alphabet='ab" ,:{}[]\n', max_size=20), other=st.text(alphabet='ab" ,:{}', max_size=10),
+       which=st.sampled_from(["json", "hermes-prose", "openai", "kimi_k2", "mistral_v11", "harmony"]))
+def test_unescaped_quotes_give_the_call_or_an_error_in_every_json_format(code, other, which):
+    args = {"code": code, "path": other}
+    inner = "{" + ", ".join(f'"{k}": "{v}"' for k, v in args.items()) + "}"
+    if which == "json":
+        result = JsonParser().parse('{"name": "f", "arguments": ' + inner + "}")
+    elif which == "hermes-prose":
+        result = HermesParser().parse('Calling {"name": "f", "arguments": ' + inner + "} now")
+    elif which == "openai":
+        result = OpenAIParser().parse_message({"tool_calls": [{"id": "c", "function": {"name": "f",
+                                                                                        "arguments": inner}}]})
+    else:
+        result = PARSERS[which].parse(PARSERS[which].format_call("f", {}).replace("{}", inner))
+    assert calls(result) in ([("f", args)], []), inner
+    if not result.calls:
+        assert result.errors

@@ -38,8 +38,8 @@ import attrs
 
 from skyrl_core.tools import ToolCall
 
-from .repair import (_ARG_KEYS, _NAME_KEYS, JSONRepairError, _brackets_outside_strings, _json_error, _read_prefix,
-                     loads_tolerant, loads_tolerant_many)
+from .repair import (_ARG_KEYS, _NAME_KEYS, AMBIGUOUS_QUOTES, JSONRepairError, _brackets_outside_strings, _json_error,
+                     _read_prefix, loads_tolerant, loads_tolerant_many)
 
 
 @attrs.define
@@ -228,6 +228,13 @@ def _unbalanced_to_end(text: str, i: int) -> bool:
     return depth > 0 or in_str
 
 
+def _strict_prefix(text: str, i: int) -> tuple[Any, int] | None:
+    try:
+        return json.JSONDecoder(strict=False).raw_decode(text, i)
+    except (ValueError, RecursionError):
+        return None
+
+
 def _scan_json(text: str, finish_reason: str) -> _Extracted:
     """Find bare call objects in free text (the ``json`` parser and ``hermes``'s fallback)."""
     ex = _Extracted()
@@ -253,6 +260,8 @@ def _scan_json(text: str, finish_reason: str) -> _Extracted:
                 break
             if _NAMED_START.match(text, brace):  # only report what is clearly meant as a call
                 message, _ = _json_error(text[brace:].split("\n\n", 1)[0])
+                if _strict_prefix(text, brace) is not None:  # valid JSON, but only one of its readings
+                    message = f"{message}; {AMBIGUOUS_QUOTES}"
                 ex.errors.append(f"could not read the tool call: {message}")
             pos = m.end()
             continue
