@@ -46,7 +46,7 @@ class AgentConfig:
     ``chat_template_kwargs`` go to every chat-template render (``{enable_thinking: false}`` for Qwen3,
     ``{date_string: "26 Jul 2024"}`` for Llama 3.1) and are recorded in each transition; ``drift_check``
     re-renders each trajectory's final prompt with the chat template and compares it with the recorded ids
-    (``eval``: in ``skyrl eval`` runs, ``always``, ``off``; metrics ``retok_drift*``, see docs/agent-io.md)."""
+    (``eval``: in ``skyrl eval`` runs, ``always``, ``off``; metrics ``retok_drift*``, see docs/parsers.md)."""
 
     max_turns: int = 8
     max_context_tokens: int = 4096
