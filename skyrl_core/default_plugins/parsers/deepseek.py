@@ -18,10 +18,7 @@ import json
 import re
 from typing import Any
 
-from skyrl_core.tools import example_arguments
-
-from .repair import JSONRepairError, loads_tolerant
-from .scanner import ParseResult, _CallError, _Extracted, _normalize_call, extract_token_calls, parse_with
+from .scanner import ParseResult, _Extracted, add_json_call, extract_token_calls, parse_with, prompt_parts
 
 CALLS_BEGIN = "<｜tool▁calls▁begin｜>"
 CALLS_END = "<｜tool▁calls▁end｜>"
@@ -47,13 +44,11 @@ class DeepSeekV31Parser:
 
     def tools_prompt(self, tool_schemas: list[dict]) -> str:
         """System-prompt text listing ``tool_schemas`` in DeepSeek-V3.1's layout and how to call them."""
-        fns = [s.get("function", s) for s in tool_schemas]
+        fns, _, example = prompt_parts(self.format_call, tool_schemas)
         parts = ["## Tools\nYou can use these tools:"]
         for fn in fns:
             parts.append(f"### {fn.get('name', '')}\nDescription: {fn.get('description', '')}\n\nParameters: "
                          f"{json.dumps(fn.get('parameters') or {}, ensure_ascii=False)}")
-        example = self.format_call(fns[0].get("name", "tool"), example_arguments(fns[0].get("parameters") or {})) \
-            if fns else ""
         parts.append("To call tools, write exactly this form (several calls go one after another inside the "
                      "outer tokens; the arguments are one JSON object):\n"
                      f"{CALLS_BEGIN}{CALL_BEGIN}tool_name{SEP}{{\"argument\": \"value\"}}{CALL_END}{CALLS_END}\n"
@@ -71,17 +66,7 @@ def _read_call(head_and_body: str, raw: str, ex: _Extracted) -> None:
     v3 = _V3_BODY.match(body)
     if name == "function" and v3 is not None:  # V3 / R1: "function<sep>name\n```json\n{...}\n```"
         name, body = v3.group("name"), v3.group("args")
-    try:
-        args = loads_tolerant(body) if body.strip() else {}
-    except JSONRepairError as exc:
-        ex.errors.append(f"could not read the arguments of '{name}': {exc.message}")
-        return
-    try:
-        name, args = _normalize_call({"name": name, "arguments": args})
-    except _CallError as exc:
-        ex.errors.append(str(exc))
-        return
-    ex.calls.append((name, args, raw))
+    add_json_call(ex, name, body, raw)
 
 
 def _extract(text: str, finish_reason: str) -> _Extracted:

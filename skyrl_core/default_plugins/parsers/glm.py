@@ -20,11 +20,9 @@ import json
 import re
 from typing import Any, Sequence
 
-from skyrl_core.tools import example_arguments
-
-from .scanner import (_TOOL_NAME, _TRUNCATED_MSG, TOOL_CALL_CLOSE, TOOL_CALL_OPEN, ParseResult, _Extracted,
-                      _parse_tag_body, _tag_body_end, parse_with)
-from .xml_parameters import _parameter_types, _typed
+from .scanner import (_TOOL_NAME, TOOL_CALL_CLOSE, TOOL_CALL_OPEN, ParseResult, _Extracted, _parse_tag_body,
+                      _tag_body_end, parse_with, prompt_parts)
+from .xml_parameters import _parameter_types, _typed, value_end
 
 KEY_OPEN, KEY_CLOSE = "<arg_key>", "</arg_key>"
 VALUE_OPEN, VALUE_CLOSE = "<arg_value>", "</arg_value>"
@@ -54,25 +52,13 @@ class GLM45Parser:
 
     def tools_prompt(self, tool_schemas: list[dict]) -> str:
         """System-prompt text listing ``tool_schemas`` (OpenAI function schemas) in GLM-4.5's layout."""
-        fns = [s.get("function", s) for s in tool_schemas]
-        listing = "\n".join(json.dumps({"type": "function", "function": fn}, ensure_ascii=False) for fn in fns)
-        example = self.format_call(fns[0].get("name", "tool"), example_arguments(fns[0].get("parameters") or {})) \
-            if fns else ""
+        fns, listing, example = prompt_parts(self.format_call, tool_schemas)
         return ("# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided "
                 f"with function signatures within <tools></tools> XML tags:\n<tools>\n{listing}\n</tools>\n\n"
                 "For each function call, output the function name and arguments within the following XML format "
                 "(values are written as they are; code and quotes need no escaping):\n"
                 f"{TOOL_CALL_OPEN}{{function-name}}\n{KEY_OPEN}{{arg-key-1}}{KEY_CLOSE}\n"
                 f"{VALUE_OPEN}{{arg-value-1}}{VALUE_CLOSE}\n...\n{TOOL_CALL_CLOSE}\nFor example:\n{example}")
-
-
-def _value_end(text: str, start: int) -> int:
-    at = text.find(VALUE_CLOSE, start)
-    while at != -1:
-        if _AFTER_VALUE.match(text, at + len(VALUE_CLOSE)):
-            return at
-        at = text.find(VALUE_CLOSE, at + 1)
-    return -1
 
 
 def _extract(text: str, finish_reason: str, types: dict[str, dict[str, Any]]) -> _Extracted:
@@ -87,8 +73,7 @@ def _extract(text: str, finish_reason: str, types: dict[str, dict[str, Any]]) ->
         if text[i:].lstrip().startswith(("{", "[")):  # a Hermes JSON body
             end, closed, values = _tag_body_end(text, i, TOOL_CALL_OPEN, TOOL_CALL_CLOSE)
             if not closed and end >= len(text) and finish_reason == "length":
-                ex.truncated = True
-                ex.errors.append(_TRUNCATED_MSG)
+                ex.cut()
                 last = pos = len(text)
                 break
             stop = end + len(TOOL_CALL_CLOSE) if closed else end
@@ -106,7 +91,7 @@ def _extract(text: str, finish_reason: str, types: dict[str, dict[str, Any]]) ->
             if p is None:
                 break
             key = p.group("key").strip()
-            end = _value_end(text, p.end())
+            end = value_end(text, p.end(), VALUE_CLOSE, _AFTER_VALUE)
             if end == -1:
                 error = "cut" if finish_reason == "length" else \
                     f"argument '{key}' of '{name}' has no closing {VALUE_CLOSE}"
@@ -129,8 +114,7 @@ def _extract(text: str, finish_reason: str, types: dict[str, dict[str, Any]]) ->
                 close = text.find(TOOL_CALL_CLOSE, i)
                 i = close + len(TOOL_CALL_CLOSE) if close != -1 else len(text)
         if error == "cut":
-            ex.truncated = True
-            ex.errors.append(_TRUNCATED_MSG)
+            ex.cut()
             last = pos = len(text)
             break
         if error is not None:

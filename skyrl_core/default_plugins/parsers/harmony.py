@@ -22,11 +22,8 @@ import json
 import re
 from typing import Any
 
-from skyrl_core.tools import example_arguments
-
-from .repair import JSONRepairError, _read_prefix, loads_tolerant
-from .scanner import (_TRUNCATED_MSG, ParseResult, _build, _CallError, _Extracted, _normalize_call,
-                      find_tag_outside_strings)
+from .repair import _read_prefix
+from .scanner import ParseResult, _build, _Extracted, add_json_call, find_tag_outside_strings, prompt_parts
 
 START, CHANNEL, MESSAGE, CONSTRAIN = "<|start|>", "<|channel|>", "<|message|>", "<|constrain|>"
 END, CALL, RETURN = "<|end|>", "<|call|>", "<|return|>"
@@ -58,7 +55,7 @@ class HarmonyParser:
 
     def tools_prompt(self, tool_schemas: list[dict]) -> str:
         """System-prompt text listing ``tool_schemas`` in harmony's ``namespace functions`` layout."""
-        fns = [s.get("function", s) for s in tool_schemas]
+        fns, _, example = prompt_parts(self.format_call, tool_schemas)
         lines = ["# Tools", "", "## functions", "", "namespace functions {", ""]
         for fn in fns:
             lines.append(f"// {fn.get('description', '')}")
@@ -66,24 +63,10 @@ class HarmonyParser:
             lines.append(f"type {fn.get('name', '')} = (_: {params}) => any;")
             lines.append("")
         lines.append("} // namespace functions")
-        example = self.format_call(fns[0].get("name", "tool"), example_arguments(fns[0].get("parameters") or {})) \
-            if fns else ""
         lines += ["", "Calls to these tools must go to the commentary channel: 'functions'. Write a call as:",
                   f"{CHANNEL}commentary to=functions.tool_name {CONSTRAIN}json{MESSAGE}{{\"argument\": \"value\"}}"
                   f"{CALL}", f"For example:\n{example}"]
         return "\n".join(lines)
-
-
-def _call(name: str, body: str, raw: str, ex: _Extracted) -> None:
-    try:
-        args = loads_tolerant(body) if body.strip() else {}
-        name, args = _normalize_call({"name": name, "arguments": args})
-    except JSONRepairError as exc:
-        ex.errors.append(f"could not read the arguments of '{name}': {exc.message}")
-    except _CallError as exc:
-        ex.errors.append(str(exc))
-    else:
-        ex.calls.append((name, args, raw))
 
 
 def _extract(text: str, finish_reason: str) -> tuple[_Extracted, list[str]]:
@@ -95,8 +78,7 @@ def _extract(text: str, finish_reason: str) -> tuple[_Extracted, list[str]]:
         if at == -1:
             tail = text[pos:]
             if _RECIPIENT.search(tail) and finish_reason == "length":  # a call header cut off
-                ex.truncated = True
-                ex.errors.append(_TRUNCATED_MSG)
+                ex.cut()
             else:
                 ex.content_parts.append(_strip_header(tail))
             break
@@ -113,12 +95,11 @@ def _extract(text: str, finish_reason: str) -> tuple[_Extracted, list[str]]:
         body = text[body_start:len(text) if end == -1 else end]
         if recipient is not None:
             if end == -1 and finish_reason == "length":
-                ex.truncated = True
-                ex.errors.append(_TRUNCATED_MSG)
+                ex.cut()
                 break
             name = recipient.group("to")
             name = name[len("functions."):] if name.startswith("functions.") else name
-            _call(name, body, text[pos:stop], ex)
+            add_json_call(ex, name, body, text[pos:stop])
         elif channel is not None and channel.group("channel") == "analysis":
             reasoning.append(body.strip())
         else:
@@ -143,8 +124,7 @@ def _bare(text: str, finish_reason: str) -> ParseResult:
         got = _read_prefix(text, m.end())
         if got is None:
             if finish_reason == "length":
-                ex.truncated = True
-                ex.errors.append(_TRUNCATED_MSG)
+                ex.cut()
                 ex.content_parts.append(text[last:m.start()])
                 last = pos = len(text)
                 break
@@ -153,13 +133,12 @@ def _bare(text: str, finish_reason: str) -> ParseResult:
         value, end = got
         ex.content_parts.append(text[last:m.start()])
         if isinstance(value, dict):
-            _call(m.group("name"), json.dumps(value), text[m.start():end], ex)
+            add_json_call(ex, m.group("name"), json.dumps(value), text[m.start():end])
         else:
             ex.errors.append(f"the arguments of '{m.group('name')}' must be a JSON object")
         last = pos = end
     ex.content_parts.append(text[last:])
     if finish_reason == "length" and not ex.truncated and _CUT_HEADER.search(text):
-        ex.truncated = True
-        ex.errors.append(_TRUNCATED_MSG)
+        ex.cut()
     ex.content_parts = [_strip_header(p) for p in ex.content_parts]
     return _build(text, [], ex, 0, finish_reason, open_tags=(START, CHANNEL))

@@ -16,10 +16,7 @@ import json
 import re
 from typing import Any
 
-from skyrl_core.tools import example_arguments
-
-from .repair import JSONRepairError, loads_tolerant
-from .scanner import ParseResult, _CallError, _Extracted, _normalize_call, extract_token_calls, parse_with
+from .scanner import ParseResult, _Extracted, add_json_call, extract_token_calls, parse_with, prompt_parts
 
 SECTION_BEGIN = "<|tool_calls_section_begin|>"
 SECTION_END = "<|tool_calls_section_end|>"
@@ -46,10 +43,7 @@ class KimiK2Parser:
 
     def tools_prompt(self, tool_schemas: list[dict]) -> str:
         """System-prompt text listing ``tool_schemas`` (OpenAI function schemas) and Kimi-K2's call form."""
-        fns = [s.get("function", s) for s in tool_schemas]
-        listing = "\n".join(json.dumps({"type": "function", "function": fn}, ensure_ascii=False) for fn in fns)
-        example = self.format_call(fns[0].get("name", "tool"), example_arguments(fns[0].get("parameters") or {})) \
-            if fns else ""
+        fns, listing, example = prompt_parts(self.format_call, tool_schemas)
         return ("# Tools\n\nYou can call these functions (JSON Schema signatures):\n" + listing + "\n\n"
                 "To call functions, write one section; each call is named functions.<name>:<index> (index counts "
                 "the calls of this reply from 0) and its arguments are one JSON object:\n"
@@ -67,18 +61,7 @@ def _read_call(head_and_body: str, raw: str, ex: _Extracted) -> None:
     if m is None:
         ex.errors.append(f"a Kimi-K2 call id is functions.NAME:INDEX; got {json.dumps(head[:60], ensure_ascii=False)}")
         return
-    name = m.group("name")
-    try:
-        args = loads_tolerant(body) if body.strip() else {}
-    except JSONRepairError as exc:
-        ex.errors.append(f"could not read the arguments of '{name}': {exc.message}")
-        return
-    try:
-        name, args = _normalize_call({"name": name, "arguments": args})
-    except _CallError as exc:
-        ex.errors.append(str(exc))
-        return
-    ex.calls.append((name, args, raw, head.strip()))
+    add_json_call(ex, m.group("name"), body, raw, head.strip())
 
 
 def _extract(text: str, finish_reason: str) -> _Extracted:

@@ -17,11 +17,9 @@ import json
 import re
 from typing import Any
 
-from skyrl_core.tools import example_arguments
-
 from .repair import JSONRepairError, loads_tolerant, loads_tolerant_many
-from .scanner import (_TRUNCATED_MSG, ParseResult, _CallError, _expand, _Extracted, _normalize_call,
-                      find_tag_outside_strings, parse_with)
+from .scanner import (ParseResult, _CallError, _expand, _Extracted, _normalize_call, find_tag_outside_strings,
+                      parse_with, prompt_parts)
 
 TOOL_CALLS = "[TOOL_CALLS]"
 ARGS = "[ARGS]"
@@ -45,10 +43,8 @@ class MistralV11Parser:
 
     def tools_prompt(self, tool_schemas: list[dict]) -> str:
         """System-prompt text listing ``tool_schemas`` (as Mistral's ``[AVAILABLE_TOOLS]`` JSON) and the call form."""
-        fns = [s.get("function", s) for s in tool_schemas]
+        fns, _, example = prompt_parts(self.format_call, tool_schemas)
         listing = json.dumps([{"type": "function", "function": fn} for fn in fns], ensure_ascii=False)
-        example = self.format_call(fns[0].get("name", "tool"), example_arguments(fns[0].get("parameters") or {})) \
-            if fns else ""
         return (f"You can call these tools: {listing}\n\nTo call a tool, write {TOOL_CALLS}, the tool's name, "
                 f"{ARGS} and the arguments as one JSON object; several calls follow one another:\n"
                 f"{TOOL_CALLS}tool_name{ARGS}{{\"argument\": \"value\"}}\nFor example:\n{example}")
@@ -82,63 +78,38 @@ def _loads(body: str, cut: bool) -> Any:
 def _extract(text: str, finish_reason: str) -> _Extracted:
     ex = _Extracted()
     pos = last = 0
-    while True:
-        start = text.find(TOOL_CALLS, pos)
-        if start == -1:
-            break
+    while (start := text.find(TOOL_CALLS, pos)) != -1:
         ex.content_parts.append(text[last:start])
-        after = start + len(TOOL_CALLS)
-        m = _HEAD.match(text, after)
-        if m is None and text[after:].lstrip()[:1] in ("[", "{"):  # v3: a JSON list of calls
-            end = _body(text, after)
-            body = _strip_eos(text[after:end])
-            try:
-                values = _expand(_loads(body, cut=finish_reason == "length" and end == len(text)))
-            except JSONRepairError as exc:
-                if finish_reason == "length" and end == len(text) and exc.at_end:
-                    ex.truncated = True
-                    ex.errors.append(_TRUNCATED_MSG)
-                    last = pos = len(text)
-                    break
-                ex.errors.append(f"could not read the tool calls after {TOOL_CALLS}: {exc.message}")
-                last = pos = end
-                continue
-            for obj in values:
-                try:
-                    ex.calls.append((*_normalize_call(obj), text[start:end]))
-                except _CallError as exc:
-                    ex.errors.append(str(exc))
-            last = pos = end
-            continue
-        if m is None:
-            end = _body(text, after)
-            if finish_reason == "length" and end == len(text):
-                ex.truncated = True
-                ex.errors.append(_TRUNCATED_MSG)
-                last = pos = len(text)
+        m = _HEAD.match(text, start + len(TOOL_CALLS))  # None: the v3 form, a JSON list of calls
+        body_start = m.end() if m else start + len(TOOL_CALLS)
+        end = _body(text, body_start)
+        body = _strip_eos(text[body_start:end])
+        cut = finish_reason == "length" and end == len(text)
+        last = pos = end
+        if cut and not body.strip():  # cut before its arguments
+            ex.cut()
+            break
+        if m is None and body.lstrip()[:1] not in ("[", "{"):
+            if cut:
+                ex.cut()
                 break
             ex.errors.append(f"a Mistral tool call is {TOOL_CALLS}NAME{ARGS}{{arguments}}; got "
                              f"{json.dumps(text[start:end][:80], ensure_ascii=False)}")
-            last = pos = end
             continue
-        name, call_id = m.group("name"), m.group("id")
-        end = _body(text, m.end())
-        body = _strip_eos(text[m.end():end])
         try:
-            args = _loads(body, cut=finish_reason == "length" and end == len(text)) if body else {}
-            name, args = _normalize_call({"name": name, "arguments": args})
+            value = _loads(body, cut) if body else {}
         except JSONRepairError as exc:
-            if finish_reason == "length" and end == len(text) and exc.at_end:
-                ex.truncated = True
-                ex.errors.append(_TRUNCATED_MSG)
-                last = pos = len(text)
+            if cut and exc.at_end:
+                ex.cut()
                 break
-            ex.errors.append(f"could not read the arguments of '{name}': {exc.message}")
-        except _CallError as exc:
-            ex.errors.append(str(exc))
-        else:
-            ex.calls.append((name, args, text[start:end], call_id))
-        last = pos = end
+            what = f"the arguments of '{m.group('name')}'" if m else f"the tool calls after {TOOL_CALLS}"
+            ex.errors.append(f"could not read {what}: {exc.message}")
+            continue
+        for obj in [{"name": m.group("name"), "arguments": value}] if m else _expand(value):
+            try:
+                ex.calls.append((*_normalize_call(obj), text[start:end], m.group("id") if m else None))
+            except _CallError as exc:
+                ex.errors.append(str(exc))
     ex.content_parts.append(text[last:])
     ex.content_parts = [p.replace(ARGS, "").replace("</s>", "") for p in ex.content_parts]
     return ex

@@ -36,7 +36,7 @@ from typing import Any, Sequence
 
 import attrs
 
-from skyrl_core.tools import ToolCall
+from skyrl_core.tools import ToolCall, example_arguments
 
 from .repair import (_ARG_KEYS, _NAME_KEYS, AMBIGUOUS_QUOTES, JSONRepairError, _brackets_outside_strings, _json_error,
                      _read_prefix, loads_tolerant, loads_tolerant_many)
@@ -66,6 +66,17 @@ THINK_CLOSE = "</think>"
 _TOOL_NAME = re.compile(r"[\w.\-:/]{1,128}")
 _TRUNCATED_MSG = ("the tool call was cut off by the max-token limit before it was complete, so it was not run; "
                   "write a shorter call")
+
+
+def prompt_parts(format_call: Any, tool_schemas: Sequence[dict]) -> tuple[list[dict], str, str]:
+    """What a parser's ``tools_prompt`` is built from: the function schemas of ``tool_schemas`` (OpenAI form or
+    bare), one JSON line per tool, and an example call of the first tool written by ``format_call(name, args)``
+    (empty when there are no tools)."""
+    fns = [s.get("function", s) for s in tool_schemas]
+    listing = "\n".join(json.dumps({"type": "function", "function": fn}, ensure_ascii=False) for fn in fns)
+    example = format_call(fns[0].get("name", "tool"), example_arguments(fns[0].get("parameters") or {})) \
+        if fns else ""
+    return fns, listing, example
 
 
 def format_tool_call(name: str, arguments: dict[str, Any]) -> str:
@@ -205,6 +216,26 @@ class _Extracted:
     errors: list[str] = attrs.Factory(list)
     truncated: bool = False
 
+    def cut(self) -> None:
+        """A call was cut off by the max-token limit: never run, and the model is told so."""
+        self.truncated = True
+        self.errors.append(_TRUNCATED_MSG)
+
+
+def add_json_call(ex: _Extracted, name: str, body: str, raw: str, call_id: str | None = None) -> None:
+    """Add the call ``name`` with JSON arguments ``body`` (read by :func:`loads_tolerant`; empty: ``{}``) to
+    ``ex``, or the error saying what is wrong with it. Shared by the formats that name the tool outside the
+    JSON (DeepSeek, Kimi-K2, Mistral, harmony)."""
+    try:
+        args = loads_tolerant(body) if body.strip() else {}
+        name, args = _normalize_call({"name": name, "arguments": args})
+    except JSONRepairError as exc:
+        ex.errors.append(f"could not read the arguments of '{name}': {exc.message}")
+    except _CallError as exc:
+        ex.errors.append(str(exc))
+    else:
+        ex.calls.append((name, args, raw, call_id))
+
 
 _CALL_START = re.compile(
     r"(?P<fence>```[A-Za-z0-9_-]*[ \t]*\n\s*)?"
@@ -253,8 +284,7 @@ def _scan_json(text: str, finish_reason: str) -> _Extracted:
             got = None
         if got is None:
             if finish_reason == "length" and (_unbalanced_to_end(text, brace) or _json_error(text[brace:])[1]):
-                ex.truncated = True
-                ex.errors.append(_TRUNCATED_MSG)
+                ex.cut()
                 ex.content_parts.append(text[last:start])
                 last = len(text)
                 break
@@ -391,8 +421,7 @@ def _scan_tags(text: str, finish_reason: str) -> _Extracted:
             continue
         # Unclosed block at the end of the message.
         if finish_reason == "length":
-            ex.truncated = True
-            ex.errors.append(_TRUNCATED_MSG)
+            ex.cut()
         elif text[body_start:].strip():
             # Servers that use </tool_call> as a stop string drop the closing tag: the body may be complete.
             _parse_tag_body(text[body_start:], text[start:], ex)
@@ -421,8 +450,7 @@ def extract_token_calls(text: str, finish_reason: str, begin: str, sep: str, end
         next_begin = text.find(begin, head_start)
         if at_sep == -1 or (next_begin != -1 and next_begin < at_sep):
             if finish_reason == "length" and at_sep == -1 and next_begin == -1:
-                ex.truncated = True
-                ex.errors.append(_TRUNCATED_MSG)
+                ex.cut()
                 last = pos = len(text)
                 break
             stop = next_begin if next_begin != -1 else len(text)
@@ -432,8 +460,7 @@ def extract_token_calls(text: str, finish_reason: str, begin: str, sep: str, end
         body_start = at_sep + len(sep)
         end, closed, _ = _tag_body_end(text, body_start, begin, end_token)
         if not closed and end >= len(text) and finish_reason == "length":
-            ex.truncated = True
-            ex.errors.append(_TRUNCATED_MSG)
+            ex.cut()
             last = pos = len(text)
             break
         stop = end + len(end_token) if closed else end
