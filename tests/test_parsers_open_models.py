@@ -70,6 +70,10 @@ GLM = ("<think>The test imports a missing helper.</think>\nSearching for it.\n<t
                  [("bash", {"command": "ls"})], ["Xk3b9QzP1"], 0, False, "", id="mistral-call-id"),
     pytest.param(mistral, '[TOOL_CALLS][{"name": "bash", "arguments": {"command": "ls"}}]', "stop",
                  [("bash", {"command": "ls"})], ["call_0"], 0, False, "", id="mistral-v3-list"),
+    pytest.param(mistral, '[TOOL_CALLS][{"name": "bash", "arguments": {"command": "ls"}, "id": "a1B2c3D4e"}, '
+                 '{"name": "finish", "arguments": {"answer": "4"}, "id": "f5G6h7I8j"}]</s>', "stop",
+                 [("bash", {"command": "ls"}), ("finish", {"answer": "4"})], ["a1B2c3D4e", "f5G6h7I8j"], 0, False, "",
+                 id="mistral-v7-list-with-ids"),
     pytest.param(mistral, '[TOOL_CALLS]bash[ARGS]{"command": "find . -name', "length", [], [], 1, True, "",
                  id="mistral-cut-off"),
     pytest.param(glm, GLM, "stop", [("bash", {"command": 'grep -rn "</arg_value>" src/ | head', "timeout": 30})],

@@ -5,10 +5,10 @@ Magistral, Devstral)::
 
 Each call is ``[TOOL_CALLS]NAME[ARGS]{json}``; a ``[CALL_ID]id`` between name and ``[ARGS]`` (some releases
 write one) becomes the call's id. The older form ``[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]``
-(tokenizer v3) is read too. A call's arguments run to the next ``[TOOL_CALLS]`` outside a JSON string, or to the
-end of the message, and are read as ``hermes`` reads JSON (only unambiguous repairs). ``[TOOL_CALLS]`` and
-``[ARGS]`` are special tokens of Mistral's tokenizers: this parser sets ``keep_special_tokens`` so the agent loop
-decodes generations with them kept.
+(tokenizer v3; v7 adds an ``"id"`` to each, kept as the call's id) is read too. A call's arguments run to the
+next ``[TOOL_CALLS]`` outside a JSON string, or to the end of the message, and are read as ``hermes`` reads JSON
+(only unambiguous repairs). ``[TOOL_CALLS]`` and ``[ARGS]`` are special tokens of Mistral's tokenizers: this
+parser sets ``keep_special_tokens`` so the agent loop decodes generations with them kept.
 """
 
 from __future__ import annotations
@@ -107,7 +107,8 @@ def _extract(text: str, finish_reason: str) -> _Extracted:
             continue
         for obj in [{"name": m.group("name"), "arguments": value}] if m else _expand(value):
             try:
-                ex.calls.append((*_normalize_call(obj), text[start:end], m.group("id") if m else None))
+                call_id = m.group("id") if m else obj.get("id") if isinstance(obj, dict) else None
+                ex.calls.append((*_normalize_call(obj), text[start:end], call_id if isinstance(call_id, str) else None))
             except _CallError as exc:
                 ex.errors.append(str(exc))
     ex.content_parts.append(text[last:])
