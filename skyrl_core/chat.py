@@ -74,7 +74,9 @@ class ChatFormat:
     ``enable_thinking``, Llama 3.1's ``date_string``; config ``agent.chat_template_kwargs``).
 
     Attributes found by rendering probes: ``tools_in_template`` (the template renders ``tools=``),
-    ``observation_role`` (``tool``, or ``user`` where the template rejects a tool role), ``drops_thinking``
+    ``observation_role`` (``tool``, or ``user`` where the template rejects a tool role), ``call_ids``
+    (``rendered`` / ``ignored`` / ``rejected``: what the template does with an observation's
+    ``tool_call_id``), ``drops_thinking``
     (the template drops earlier turns' thinking after a new user message), ``keeps_generation_prompt`` (False
     when earlier turns are rendered without text the generation prompt adds, as Qwen3's empty think block under
     ``enable_thinking=False``: the loop keeps that text, as the model saw it, in one datum).
@@ -97,6 +99,7 @@ class ChatFormat:
         self._special_texts: list[str] | None = None
         self.tools_in_template = self._probe_tools()
         self.observation_role = self._probe_tool_role()
+        self.call_ids = self._probe_call_ids()
         self.drops_thinking = self._probe_drops_thinking()
         self.keeps_generation_prompt = self._probe_keeps_generation_prompt()
         if not self.keeps_generation_prompt:
@@ -108,6 +111,8 @@ class ChatFormat:
     def render(self, messages: Sequence[dict], tools: Sequence[dict] | None = None,
                add_generation_prompt: bool = True) -> str:
         """The template's text for ``messages`` (``tools`` passed only where the template renders them)."""
+        if getattr(self, "call_ids", "rendered") == "rejected":  # the template raises on ids it did not issue
+            messages = [{k: v for k, v in m.items() if k != "tool_call_id"} for m in messages]
         kwargs: dict[str, Any] = {**self.template_kwargs, "tokenize": False,
                                   "add_generation_prompt": add_generation_prompt}
         if self.chat_template is not None:
@@ -299,6 +304,20 @@ class ChatFormat:
             log.info("chat template rejects the tool role (%s); observations are sent as user messages", exc)
             return "user"
         return "tool" if "PROBEOBS" in text else "user"
+
+    def _probe_call_ids(self) -> str:
+        """How the template treats an observation's ``tool_call_id``: ``rendered`` (it writes the id, as
+        Kimi-K2's ``## Return of <id>``), ``ignored``, or ``rejected`` (it raises, as Mistral's on ids of
+        another shape; :meth:`render` then leaves the ids out)."""
+        head = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]
+        try:
+            observation = {"role": self.observation_role, "content": "z", "tool_call_id": "probe-call-7q"}
+            text = self.render([*head, observation])
+        except Exception as exc:
+            log.info("the chat template rejects tool_call_id on observations (%s); ids stay in the transcript "
+                     "only", exc)
+            return "rejected"
+        return "rendered" if "probe-call-7q" in text else "ignored"
 
     def _probe_keeps_generation_prompt(self) -> bool:
         """Whether an earlier assistant turn is rendered after the full generation prompt it was generated

@@ -488,3 +488,32 @@ async def test_the_xml_parameter_parser_types_values_by_the_trajectorys_tools(en
     traj = await run(eng, chat, tools=(counter, finish_tool), parser=parser)
     assert traj.finish_reason == "finished" and traj.tool_calls == {"count": 1, "finish": 1}
     assert "0 1 2" in observations(traj)[0]  # "3" reached the tool as the integer its schema asks for
+
+
+ID_TEMPLATE = ("{%- for m in messages -%}{%- if m.role == 'tool' -%}<|im_start|>tool\n"
+               "## Return of {{ m.tool_call_id }}\n{{ m.content }}<|im_end|>\n{% else -%}<|im_start|>{{ m.role }}\n"
+               "{{ m.content }}<|im_end|>\n{% endif -%}"
+               "{%- endfor -%}{%- if add_generation_prompt -%}<|im_start|>assistant\n{% endif -%}")
+STRICT_ID_TEMPLATE = ("{%- for m in messages -%}{%- if m.tool_call_id is defined and m.tool_call_id|length != 9 -%}"
+                      "{{ raise_exception('Tool call IDs should be alphanumeric strings with length 9!') }}"
+                      "{%- endif -%}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{%- endfor -%}"
+                      "{%- if add_generation_prompt -%}<|im_start|>assistant\n{% endif -%}")
+
+
+async def test_templates_that_render_call_ids_get_them_and_strict_ones_still_work(engine):
+    """Kimi-K2's template writes '## Return of <id>' before a result; Mistral's raises on ids of another shape."""
+    from skyrl_core.default_plugins.parsers import KimiK2Parser
+
+    kimi = KimiK2Parser()
+    replies = [KIMI_CALL, kimi.format_call("finish", {"answer": "72"}, index=1)]
+    chat = ChatFormat(engine.tokenizer, chat_template=ID_TEMPLATE)
+    assert chat.call_ids == "rendered"
+    traj = await run(ScriptedReplyInjector(engine, replies, run_model=False), chat, parser=kimi)
+    assert traj.finish_reason == "finished"
+    assert "## Return of functions.python:0\n72" in engine.tokenizer.decode(traj.transitions[1].input_ids)
+    strict = ChatFormat(engine.tokenizer, chat_template=STRICT_ID_TEMPLATE)
+    assert strict.call_ids == "rejected" and ChatFormat(engine.tokenizer).call_ids == "ignored"
+    traj = await run(ScriptedReplyInjector(engine, replies, run_model=False), strict, parser=kimi)
+    assert traj.finish_reason == "finished" and traj.tool_calls == {"python": 1, "finish": 1}
+    assert [m["tool_call_id"] for m in traj.messages if m.get("tool_call_id")] == ["functions.python:0",
+                                                                                   "functions.finish:1"]

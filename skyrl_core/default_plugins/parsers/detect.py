@@ -20,7 +20,8 @@ from .repair import _read_prefix
 # Call markers of each format: (parser name, format name, pattern), most specific first.
 FORMAT_MARKERS: list[tuple[str, str, re.Pattern]] = [
     ("harmony", "gpt-oss harmony", re.compile(r"<\|channel\|>[^<]*\bto=|\bto=functions\.[\w.\-]+")),
-    ("kimi_k2", "Kimi-K2", re.compile(r"<\|tool_calls_section_begin\|>|<\|tool_call_begin\|>")),
+    ("kimi_k2", "Kimi-K2", re.compile(r"<\|tool_calls_section_begin\|>|<\|tool_call_begin\|>"
+                                      r"|\bfunctions\.[\w.\-]+:\d+\s*\{")),  # the last: its tokens decoded away
     ("deepseek_v31", "DeepSeek-V3.1", re.compile(r"<｜tool▁calls?▁begin｜>")),
     ("mistral_v11", "Mistral [TOOL_CALLS]", re.compile(r"\[TOOL_CALLS\]|\[ARGS\]")),
     ("glm45", "GLM-4.5", re.compile(r"<arg_key>|<arg_value>")),
