@@ -154,7 +154,7 @@ _SUMMARY_LINE = re.compile(rf"^(?P<status>{_PYTEST_WORDS}) (?P<rest>\S.*)$")
 _XDIST_PREFIX = re.compile(r"^\[gw\d+\]\s+(?:\[\s*\d+%\]\s+)?")
 # what pytest writes after a test's status in -v: a reason in brackets (skip, xfail) and the progress
 _PYTEST_STATUS_AT_END = re.compile(rf"(?P<status>{_PYTEST_WORDS})(?: \(.*\))?\s*(?:\[\s*\d+%\]|\[\s*\d+/\d+\])?\s*$")
-_SEPARATOR = re.compile(r"^={3,}( .* )?={3,}$|^_{3,} .* _{3,}$")
+_SEPARATOR = re.compile(r"^={3,} .+ ={3,}$")  # pytest's section headers (a bare "=====" a test printed is not one)
 _NODE_START = re.compile(r"^[^\s:]+::")
 
 

@@ -126,6 +126,11 @@ def test_verbose_and_xdist_lines_grade_under_each_convention():
              "[gw0] [100%] FAILED tests/test_calc.py::test_evaluate[b - - 1-3] \n")
     assert dict(parse_pytest_summary(xdist)) == {CALC + "test_evaluate[a[0] - b-2]": PASSED,
                                                  CALC + "test_evaluate[b - - 1-3]": FAILED}
+    # -s output holding a line of "=" and a result line of its own does not end or fake the progress section
+    printed = read("pytest_v_s.log").replace(
+        "tests/test_calc.py::test_prints_a_fake_result tests/test_calc.py::test_evaluate[b - - 1] PASSED [ 40%]",
+        "tests/test_calc.py::test_prints_a_fake_result " + "=" * 40 + "\nresult: PASSED [ 40%]\n" + "=" * 40)
+    assert dict(parse_pytest_summary(printed)) == CALC_RESULTS
 
 
 def test_duplicate_ids_and_conventions():
