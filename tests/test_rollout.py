@@ -392,6 +392,17 @@ async def test_every_sample_of_every_round_gets_its_own_reproducible_seed(regist
     assert not per_round["step-1"][0] & per_round["step-2"][0]  # a new step draws new seeds
 
 
+async def test_parser_auto_picks_the_models_format(registry, engine, caplog):
+    cfg = config()
+    cfg.agent.parser = "auto"
+    with caplog.at_level("INFO", logger="skyrl_core.rollout"):
+        session = await RolloutSession.create(cfg, engine=engine, registry=registry)
+    # SmolLM2's template renders no call markers; its name is in the model table
+    await session.close()
+    assert session.parser.name == "hermes"
+    assert "agent.parser auto: using parser 'hermes' (the model name" in caplog.text
+
+
 async def test_each_task_has_its_own_parser_agent_and_sampling_settings(registry, engine):
     """One run, two tasks: the second reads calls with another parser, has its own system prompt and samples
     at most 5 tokens; the first keeps the run's settings."""
