@@ -427,26 +427,30 @@ def _max_tokens_error(cut: Any, max_tokens: int) -> str:
     return f"generation hit sampling.max_tokens={max_tokens} with no tool call in the text"
 
 
-def _resembled(text: str, tools: dict[str, Tool]) -> tuple[str, str] | None:
-    """(parser name, format name) of the call format the reply outside its reasoning resembles, or None."""
-    from .default_plugins.parsers.detect import resembled_format
+def _resembled(text: str, tools: dict[str, Tool], parser: Any) -> tuple[str, str, bool] | None:
+    """(parser name, format name, whether ``parser`` reads that format) of the call format the reply outside
+    its reasoning resembles, or None."""
+    from .default_plugins.parsers.detect import reads_format, resembled_format
     from .default_plugins.parsers.scanner import split_reasoning
 
-    return resembled_format(split_reasoning(text)[0], tools)
+    found = resembled_format(split_reasoning(text)[0], tools)
+    if found is None:
+        return None
+    return found[0], found[1], reads_format(getattr(parser, "name", ""), found[0])
 
 
 def _unread_call(text: str, tools: dict[str, Tool], parser: Any) -> str | None:
     """An observation for a reply that has the shape of a tool call (a known format's markers, or a JSON
     object naming a tool) from which ``parser`` read neither a call nor an error; None when it has no such
     shape. Names the format it resembles and shows a valid call in the parser's own format."""
-    found = _resembled(text, tools)
+    found = _resembled(text, tools, parser)
     if found is None:
         return None
-    fmt_parser, label = found
+    fmt_parser, label, readable = found
     mine = getattr(parser, "name", type(parser).__name__)
     first = _preferred_example_tool(tools)
     example = _call_text(first.example_call(), parser) if first else ""
-    if fmt_parser == mine:
+    if readable:
         head = f"Error: your reply looks like a tool call in the {label} format, but no call could be read from it"
     else:
         head = (f"Error: your reply looks like a tool call in the {label} format (parser '{fmt_parser}'), but "
@@ -460,8 +464,8 @@ def _unparseable(error: str, text: str, tools: dict[str, Tool], parser: Any) -> 
     meant = [t for name, t in tools.items() if f'"{name}"' in text or f"'{name}'" in text]
     names = ", ".join(sorted(tools))
     msg = f"Error: your tool call could not be parsed: {error}."
-    found = _resembled(text, tools)
-    if found is not None and found[0] != getattr(parser, "name", None):
+    found = _resembled(text, tools, parser)
+    if found is not None and not found[2]:
         msg += (f" Your reply looks like the {found[1]} format (parser '{found[0]}'); this run reads the "
                 f"'{getattr(parser, 'name', type(parser).__name__)}' format.")
     if meant:

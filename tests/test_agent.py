@@ -307,6 +307,16 @@ async def test_a_call_in_a_format_the_parser_cannot_read_is_an_observation_not_a
     assert traj.metrics["unread_calls"] == 1 and traj.tool_calls == {"finish": 1}
 
 
+async def test_a_parse_error_in_another_models_format_names_that_format(engine, chat):
+    glm = "<tool_call>python\n<arg_key>code</arg_key>\n<arg_value>print(48 + 24)</arg_value>\n</tool_call>"
+    eng = ScriptedReplyInjector(engine, [glm, call("finish", answer="72")], run_model=False)
+    traj = await run(eng, chat)
+    obs = observations(traj)[0]
+    assert obs.startswith("Error: your tool call could not be parsed:")
+    assert "Your reply looks like the GLM-4.5 format (parser 'glm45'); this run reads the 'hermes' format." in obs
+    assert traj.finish_reason == "finished"
+
+
 async def test_the_right_parser_runs_those_calls(engine, chat):
     from skyrl_core.default_plugins.parsers import HarmonyParser, KimiK2Parser, MistralV11Parser
 

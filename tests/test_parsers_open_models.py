@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from skyrl_core.default_plugins.parsers import (GLM45Parser, HarmonyParser, HermesParser, JsonParser, KimiK2Parser,
                                                 MistralV11Parser, OpenAIParser, parser_for_model,
                                                 parser_for_template, resembled_format)
+from skyrl_core.default_plugins.parsers.detect import reads_format
 
 harmony, kimi, mistral, glm = HarmonyParser(), KimiK2Parser(), MistralV11Parser(), GLM45Parser()
 
@@ -163,6 +164,11 @@ def test_parser_for_model_uses_the_template_then_the_name():
 def test_resembled_format(text, expected):
     found = resembled_format(text, ["bash", "finish"])
     assert (found[0] if found else None) == expected
+
+
+def test_which_parser_reads_which_format():
+    assert reads_format("openai", "hermes") and reads_format("hermes", "json") and reads_format("glm45", "hermes")
+    assert not reads_format("hermes", "mistral_v11") and not reads_format("qwen3_coder", "hermes")
 
 
 # ------------------------------------------------------------------------------------------ fuzzing
