@@ -188,20 +188,21 @@ def _add(results: Results, node: str, word: str) -> None:
 
 
 def _sections(lines: list[str]) -> tuple[list[str], list[str]]:
-    """(progress lines, short-summary lines) of pytest terminal output. The progress section runs from the
-    start (after the session header) to the first section separator; the short summary from its header to
-    the next separator. Output without separators is read whole as both."""
+    """(progress lines, short-summary lines) of pytest terminal output. A progress section runs from the start
+    of a session (after its header, or the start of the output) to the next section header; a short summary
+    from its header to the next. Output holding several sessions (a runner that calls pytest twice) gives all
+    of them; output without section headers is read whole as both."""
     seps = [i for i, line in enumerate(lines) if _SEPARATOR.match(line.strip())]
     if not seps:
         return lines, lines
-    start = next((i + 1 for i in seps if "test session starts" in lines[i]), 0)
-    end = next((i for i in seps if i >= start), len(lines))
-    summary: list[str] = []
-    head = next((i for i in seps if "short test summary info" in lines[i]), None)
-    if head is not None:
-        stop = next((i for i in seps if i > head), len(lines))
-        summary = lines[head + 1:stop]
-    return lines[start:end], summary
+
+    def until_next(i: int) -> list[str]:
+        return lines[i + 1:next((k for k in seps if k > i), len(lines))]
+
+    starts = [i for i in seps if "test session starts" in lines[i]]
+    progress = [line for i in starts for line in until_next(i)] if starts else lines[:seps[0]]
+    summary = [line for i in seps if "short test summary info" in lines[i] for line in until_next(i)]
+    return progress, summary
 
 
 def parse_pytest_summary(output: str) -> Results:

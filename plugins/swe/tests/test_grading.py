@@ -131,6 +131,9 @@ def test_verbose_and_xdist_lines_grade_under_each_convention():
         "tests/test_calc.py::test_prints_a_fake_result tests/test_calc.py::test_evaluate[b - - 1] PASSED [ 40%]",
         "tests/test_calc.py::test_prints_a_fake_result " + "=" * 40 + "\nresult: PASSED [ 40%]\n" + "=" * 40)
     assert dict(parse_pytest_summary(printed)) == CALC_RESULTS
+    # a runner that calls pytest twice: both sessions are read
+    twice = read("pytest_v.log") + read("pytest_rA.log")
+    assert dict(parse_pytest_summary(twice)) == {**CALC_RESULTS, **dict(parse_pytest_summary(read("pytest_rA.log")))}
 
 
 def test_duplicate_ids_and_conventions():
