@@ -368,15 +368,18 @@ AMBIGUOUS_QUOTES = ("the text has a quote inside a string that is not escaped an
                     "was not run: write every quote inside a string as \\\"")
 # After a strictly valid prefix, text that may continue the value: an unescaped quote inside a string can end
 # the string early and still leave valid JSON ({"command": "grep -n "}}" base.html"} reads as "grep -n ").
+PREFIX_WINDOW = 1000
 _CONTINUES = re.compile(r"\s*[^\s.!?;)]")
 
 
 def strict_prefix_is_a_guess(text: str, i: int, value: Any, end: int) -> bool:
     """Whether the strict reading ``(value, end)`` of the value at ``text[i]`` is one of several: the text goes
-    on like the rest of a value and the lenient reader finds a longer, different reading."""
+    on like the rest of a value and the lenient reader finds a longer, different reading within the same
+    paragraph (at most :data:`PREFIX_WINDOW` characters on: the search is bounded for long prose after a call)."""
     if not _CONTINUES.match(text, end):
         return False
-    reader = _Lenient(text)
+    stop = text.find("\n\n", end)
+    reader = _Lenient(text[:min(stop if stop != -1 else len(text), end + PREFIX_WINDOW)])
     try:
         return any(e > end and val != value for val, e in reader.value(i))
     except (_GiveUp, RecursionError):
