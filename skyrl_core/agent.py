@@ -316,6 +316,7 @@ async def run_agent(trajectory: Trajectory, *, engine: Any, tools: dict[str, Too
         ctx.state.messages.extend(dict(m) for m in new)
 
     trajectory.metrics["tokenize_s"] = tokenize_s
+    trajectory.metrics.setdefault("unread_calls", 0)  # replies shaped like a call the parser could not read
     if drift_check:
         t0 = time.perf_counter()
         check_drift(trajectory, chat, ctx.state.messages, schemas)
