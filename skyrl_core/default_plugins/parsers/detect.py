@@ -37,12 +37,12 @@ _ARG_KEYS = ("arguments", "parameters", "args", "input", "params")
 MODEL_PARSERS: list[tuple[str, str]] = [
     (r"gpt-oss", "harmony"),
     (r"kimi-k2", "kimi_k2"),
-    (r"glm-4\.[5-9]|glm-4\.5", "glm45"),
+    (r"glm-4\.[5-9]", "glm45"),
     (r"mistral-small-3\.[12]|magistral|devstral|mistral-medium-3|ministral-3", "mistral_v11"),
     (r"qwen3-coder", "qwen3_coder"),
-    (r"deepseek-v3\.[1-9]|deepseek-v3|deepseek-r1", "deepseek_v31"),
+    (r"deepseek-v3|deepseek-r1", "deepseek_v31"),
     (r"qwen|hermes|smollm|nemotron|granite", "hermes"),
-    (r"llama-3\.[1-3]|llama-?3\.[1-3]", "json"),
+    (r"llama-?3\.[1-3]", "json"),
 ]
 
 # Chat-template markers -> parser, most specific first.
