@@ -134,15 +134,17 @@ class _LoopState:
 
 async def run_agent(trajectory: Trajectory, *, engine: Any, tools: dict[str, Tool], parser: Any,
                     chat: ChatFormat, agent_config: Any, sampling: SamplingParams, ctx: ToolContext,
-                    engine_timeout_s: float | None = None) -> None:
+                    engine_timeout_s: float | None = None, drift_check: bool = False) -> None:
     """Run one trajectory to a finish condition, filling ``trajectory`` in place.
 
     ``trajectory.messages`` holds the initial conversation (from the instruction builder) on entry and the
     whole transcript on return; ``ctx.state.messages`` is the agent's live context (equal to the transcript
     unless a tool reset the context). Sets ``transitions`` (via ``record_transition``), ``finish_reason``,
     ``answer``, ``turns`` (LLM calls), ``tool_calls`` (calls per tool name), ``masked`` and ``error``.
-    ``engine_timeout_s`` bounds one engine call in seconds (None: no bound). Never raises for engine, tool or
-    model misbehaviour; cancellation propagates.
+    ``engine_timeout_s`` bounds one engine call in seconds (None: no bound). ``drift_check`` re-renders the
+    last generation's prompt with the chat template at the end and records how it differs from the ids the
+    engine was sent (:func:`check_drift`). Never raises for engine, tool or model misbehaviour; cancellation
+    propagates.
     """
     cfg = agent_config
     recorder = TransitionRecorder(engine, trajectory.transitions)
@@ -206,7 +208,8 @@ async def run_agent(trajectory: Trajectory, *, engine: Any, tools: dict[str, Too
         state.turn += 1
         trajectory.turns = state.turn
         output_ids = list(out.output_ids)
-        text = chat.decode(output_ids)
+        # formats whose call markers are special tokens (harmony, Kimi-K2, Mistral) are decoded with them kept
+        text = chat.decode(output_ids, keep_special=bool(getattr(parser, "keep_special_tokens", False)))
         assistant = {"role": "assistant", "content": text}
         trajectory.messages.append(assistant)
         ctx.state.messages.append(dict(assistant))
@@ -218,20 +221,23 @@ async def run_agent(trajectory: Trajectory, *, engine: Any, tools: dict[str, Too
             break
         if out.finish_reason == "length":
             if len(output_ids) >= sampling.max_tokens:
-                finish(MAX_TOKENS, f"generation hit sampling.max_tokens={sampling.max_tokens} mid-call")
+                finish(MAX_TOKENS, _max_tokens_error(_parse(parser, text, "length", all_schemas),
+                                                     sampling.max_tokens))
             else:
                 finish(CONTEXT_EXCEEDED, f"generation reached the context window of {limit} tokens")
             break
 
-        # a parser that types values by schema (qwen3_coder) is given this trajectory's tools
-        parsed = parser.parse(text, out.finish_reason, tool_schemas=all_schemas) \
-            if getattr(parser, "needs_tool_schemas", False) else parser.parse(text, out.finish_reason)
+        parsed = _parse(parser, text, out.finish_reason, all_schemas)
         new: list[dict] = []
         done: ToolResult | None = None
         reset: list[dict] | None = None
         hints: list[str] = []
         obs_role = chat.observation_role
-        if not parsed.calls and not parsed.errors:
+        unread = None if parsed.calls or parsed.errors else _unread_call(text, tools, parser)
+        if unread is not None:  # call-shaped text the parser cannot read: say so, never a silent stop
+            trajectory.metrics["unread_calls"] = trajectory.metrics.get("unread_calls", 0) + 1
+            new.append({"role": obs_role, "content": unread})
+        elif not parsed.calls and not parsed.errors:
             if cfg.on_no_tool_call == "stop" or state.nudges >= cfg.max_nudges:
                 finish(NO_TOOL_CALL)
                 break
@@ -246,7 +252,9 @@ async def run_agent(trajectory: Trajectory, *, engine: Any, tools: dict[str, Too
             except RuntimeLost as exc:  # the runtime itself died: this trajectory cannot go on
                 lost = exc
                 break
-            new.append(observation_message(obs_role, content, result.images if result else None, engine))
+            observation = observation_message(obs_role, content, result.images if result else None, engine)
+            observation["tool_call_id"] = call.id  # results are paired with calls by id, not by position
+            new.append(observation)
             if result is None:
                 continue
             if result.metadata.get("edit_failed") and cfg.hints.failed_edit:
@@ -308,6 +316,62 @@ async def run_agent(trajectory: Trajectory, *, engine: Any, tools: dict[str, Too
         ctx.state.messages.extend(dict(m) for m in new)
 
     trajectory.metrics["tokenize_s"] = tokenize_s
+    trajectory.metrics.setdefault("unread_calls", 0)  # replies shaped like a call the parser could not read
+    if drift_check:
+        t0 = time.perf_counter()
+        check_drift(trajectory, chat, ctx.state.messages, schemas)
+        trajectory.metrics["retok_drift_s"] = time.perf_counter() - t0
+
+
+def check_drift(trajectory: Trajectory, chat: ChatFormat, messages: list[dict], schemas: list[dict]) -> None:
+    """Re-tokenisation drift check: render ``messages`` (the live context) up to the last assistant message
+    with the chat template, tokenise, and compare with the recorded ``input_ids`` of the trajectory's last
+    transition. Sets ``metrics["retok_drift"]`` (bool), ``retok_drift_tokens`` and ``retok_drift_spans``
+    (:class:`skyrl_core.chat.Drift`) and, when they differ, ``retok_drift_where``: the token index, the turn it
+    lies in and the text of the first difference on each side. Read-only: the transitions (what the trainer
+    trains on) are never replaced by the re-rendered ids. One render of the context: O(conversation)."""
+    from .chat import token_drift
+
+    if not trajectory.transitions or has_images(messages):
+        return
+    last = trajectory.transitions[-1]
+    at = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=None)
+    if at is None:
+        return
+    try:
+        rendered = chat.render_ids(messages[:at], schemas)
+    except Exception as exc:  # a template that cannot re-render what it rendered before: say so, never raise
+        trajectory.metrics["retok_drift_where"] = f"re-render failed: {type(exc).__name__}: {exc}"[:300]
+        return
+    drift = token_drift(last.input_ids, rendered)
+    trajectory.metrics["retok_drift"] = drift.tokens > 0
+    trajectory.metrics["retok_drift_tokens"] = drift.tokens
+    trajectory.metrics["retok_drift_spans"] = drift.spans
+    if drift.tokens:
+        start = _turn_of(trajectory.transitions, drift.first)
+        end = _turn_of(trajectory.transitions, drift.first + max(len(drift.recorded), 1) - 1)
+        trajectory.metrics["retok_drift_where"] = (
+            f"token {drift.first} ({start if start == end else f'across {start} and {end}'}): recorded "
+            f"{len(drift.recorded)} token(s) {chat.tokenizer.decode(drift.recorded)!r}, re-rendered as "
+            f"{len(drift.rendered)} token(s) {chat.tokenizer.decode(drift.rendered)!r}")
+
+
+def _turn_of(transitions: list, index: int) -> str:
+    """Which part of the last datum's prompt token ``index`` lies in: a turn's generation, the observations
+    after it, or the initial prompt (turns count from 1)."""
+    start = len(transitions) - 1
+    while start > 0 and not transitions[start].new_context:
+        start -= 1
+    datum = transitions[start:]
+    if index < len(datum[0].input_ids):
+        return "the initial prompt"
+    for k, t in enumerate(datum):
+        end = len(t.input_ids) + len(t.output_ids)
+        if len(t.input_ids) <= index < end:
+            return f"the generation of turn {start + k + 1}"
+        if k + 1 < len(datum) and end <= index < len(datum[k + 1].input_ids):
+            return f"the observations after turn {start + k + 1}"
+    return "the last prompt"
 
 
 async def _execute(call: ToolCall, tools: dict[str, Tool], ctx: ToolContext, cfg: Any, parser: Any,
@@ -346,12 +410,65 @@ async def _execute(call: ToolCall, tools: dict[str, Tool], ctx: ToolContext, cfg
     return result, output
 
 
+def _parse(parser: Any, text: str, finish_reason: str, schemas: list[dict]) -> Any:
+    """``parser.parse``; a parser that types values by schema (qwen3_coder, glm45) is given the trajectory's tools."""
+    if getattr(parser, "needs_tool_schemas", False):
+        return parser.parse(text, finish_reason, tool_schemas=schemas)
+    return parser.parse(text, finish_reason)
+
+
+def _max_tokens_error(cut: Any, max_tokens: int) -> str:
+    """What a generation stopped by ``sampling.max_tokens`` left: a call cut off, complete calls, or none."""
+    if cut.truncated:
+        return f"generation hit sampling.max_tokens={max_tokens} mid-call (the cut-off call was not run)"
+    if cut.calls:
+        n = len(cut.calls)
+        return (f"generation hit sampling.max_tokens={max_tokens} after {n} complete tool call{'s' if n != 1 else ''} "
+                f"(not run: the reply was not finished)")
+    return f"generation hit sampling.max_tokens={max_tokens} with no tool call in the text"
+
+
+def _resembled(text: str, tools: dict[str, Tool], parser: Any) -> tuple[str, str, bool] | None:
+    """(parser name, format name, whether ``parser`` reads that format) of the call format the reply outside
+    its reasoning resembles, or None."""
+    from .default_plugins.parsers.detect import reads_format, resembled_format
+    from .default_plugins.parsers.scanner import split_reasoning
+
+    found = resembled_format(split_reasoning(text)[0], tools)
+    if found is None:
+        return None
+    return found[0], found[1], reads_format(getattr(parser, "name", ""), found[0])
+
+
+def _unread_call(text: str, tools: dict[str, Tool], parser: Any) -> str | None:
+    """An observation for a reply that has the shape of a tool call (a known format's markers, or a JSON
+    object naming a tool) from which ``parser`` read neither a call nor an error; None when it has no such
+    shape. Names the format it resembles and shows a valid call in the parser's own format."""
+    found = _resembled(text, tools, parser)
+    if found is None:
+        return None
+    fmt_parser, label, readable = found
+    mine = getattr(parser, "name", type(parser).__name__)
+    first = _preferred_example_tool(tools)
+    example = _call_text(first.example_call(), parser) if first else ""
+    if readable:
+        head = f"Error: your reply looks like a tool call in the {label} format, but no call could be read from it"
+    else:
+        head = (f"Error: your reply looks like a tool call in the {label} format (parser '{fmt_parser}'), but "
+                f"this run reads tool calls in the '{mine}' format")
+    return head + ", so nothing was run." + (f" Write the call like this:\n{example}" if example else "")
+
+
 def _unparseable(error: str, text: str, tools: dict[str, Tool], parser: Any) -> str:
     """Corrective text for a call the parser could not read: what was wrong and a valid call, taken from the
     tool the model seems to have meant (its name appears in the text), else the list of tools."""
     meant = [t for name, t in tools.items() if f'"{name}"' in text or f"'{name}'" in text]
     names = ", ".join(sorted(tools))
     msg = f"Error: your tool call could not be parsed: {error}."
+    found = _resembled(text, tools, parser)
+    if found is not None and not found[2]:
+        msg += (f" Your reply looks like the {found[1]} format (parser '{found[0]}'); this run reads the "
+                f"'{getattr(parser, 'name', type(parser).__name__)}' format.")
     if meant:
         example = _call_text(meant[0].example_call(), parser)
         return msg + f" A valid call of '{meant[0].name}' looks like:\n{example}"

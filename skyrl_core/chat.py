@@ -24,10 +24,13 @@ from what the template would render).
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import re
 from typing import Any, Sequence
+
+import attrs
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +74,9 @@ class ChatFormat:
     ``enable_thinking``, Llama 3.1's ``date_string``; config ``agent.chat_template_kwargs``).
 
     Attributes found by rendering probes: ``tools_in_template`` (the template renders ``tools=``),
-    ``observation_role`` (``tool``, or ``user`` where the template rejects a tool role), ``drops_thinking``
+    ``observation_role`` (``tool``, or ``user`` where the template rejects a tool role), ``call_ids``
+    (``rendered`` / ``ignored`` / ``rejected``: what the template does with an observation's
+    ``tool_call_id``), ``drops_thinking``
     (the template drops earlier turns' thinking after a new user message), ``keeps_generation_prompt`` (False
     when earlier turns are rendered without text the generation prompt adds, as Qwen3's empty think block under
     ``enable_thinking=False``: the loop keeps that text, as the model saw it, in one datum).
@@ -94,6 +99,7 @@ class ChatFormat:
         self._special_texts: list[str] | None = None
         self.tools_in_template = self._probe_tools()
         self.observation_role = self._probe_tool_role()
+        self.call_ids = self._probe_call_ids()
         self.drops_thinking = self._probe_drops_thinking()
         self.keeps_generation_prompt = self._probe_keeps_generation_prompt()
         if not self.keeps_generation_prompt:
@@ -105,6 +111,8 @@ class ChatFormat:
     def render(self, messages: Sequence[dict], tools: Sequence[dict] | None = None,
                add_generation_prompt: bool = True) -> str:
         """The template's text for ``messages`` (``tools`` passed only where the template renders them)."""
+        if getattr(self, "call_ids", "rendered") == "rejected":  # the template raises on ids it did not issue
+            messages = [{k: v for k, v in m.items() if k != "tool_call_id"} for m in messages]
         kwargs: dict[str, Any] = {**self.template_kwargs, "tokenize": False,
                                   "add_generation_prompt": add_generation_prompt}
         if self.chat_template is not None:
@@ -117,9 +125,17 @@ class ChatFormat:
         """Token ids of ``text`` with no BOS/EOS added (the template writes its own special tokens)."""
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    def decode(self, ids: Sequence[int]) -> str:
-        """Text of generated ids without special tokens (what the parser and the transcript see)."""
-        return self.tokenizer.decode(list(ids), skip_special_tokens=True)
+    def decode(self, ids: Sequence[int], keep_special: bool = False) -> str:
+        """Text of generated ids without special tokens (what the parser and the transcript see).
+        ``keep_special`` keeps them (formats whose call markers are special tokens: harmony, Kimi-K2, Mistral),
+        less one special token at the end (the end of turn or of sequence the generation stopped on: the
+        template writes its own)."""
+        ids = list(ids)
+        if not keep_special:
+            return self.tokenizer.decode(ids, skip_special_tokens=True)
+        if ids and int(ids[-1]) in self._special_ids():
+            ids.pop()
+        return self.tokenizer.decode(ids, skip_special_tokens=False)
 
     def render_ids(self, messages: Sequence[dict], tools: Sequence[dict] | None = None,
                    add_generation_prompt: bool = True) -> list[int]:
@@ -254,6 +270,14 @@ class ChatFormat:
             return False
         return any(m.get("role") == "assistant" and "</think>" in (m.get("content") or "") for m in messages)
 
+    def _special_ids(self) -> set[int]:
+        """Ids of the tokens the tokenizer marks special (dropped by ``skip_special_tokens``)."""
+        if getattr(self, "_special_id_set", None) is None:
+            decoder = getattr(self.tokenizer, "added_tokens_decoder", None) or {}
+            self._special_id_set = {int(i) for i, tok in decoder.items() if getattr(tok, "special", False)}
+            self._special_id_set |= {int(i) for i in (getattr(self.tokenizer, "all_special_ids", None) or [])}
+        return self._special_id_set
+
     # -- probes ------------------------------------------------------------------------------------------
     def _text_of(self, token_id: int) -> str:
         if token_id not in self._token_text:
@@ -281,6 +305,20 @@ class ChatFormat:
             return "user"
         return "tool" if "PROBEOBS" in text else "user"
 
+    def _probe_call_ids(self) -> str:
+        """How the template treats an observation's ``tool_call_id``: ``rendered`` (it writes the id, as
+        Kimi-K2's ``## Return of <id>``), ``ignored``, or ``rejected`` (it raises, as Mistral's on ids of
+        another shape; :meth:`render` then leaves the ids out)."""
+        head = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]
+        try:
+            observation = {"role": self.observation_role, "content": "z", "tool_call_id": "probe-call-7q"}
+            text = self.render([*head, observation])
+        except Exception as exc:
+            log.info("the chat template rejects tool_call_id on observations (%s); ids stay in the transcript "
+                     "only", exc)
+            return "rejected"
+        return "rendered" if "probe-call-7q" in text else "ignored"
+
     def _probe_keeps_generation_prompt(self) -> bool:
         """Whether an earlier assistant turn is rendered after the full generation prompt it was generated
         from. Qwen3 with ``enable_thinking=False`` puts an empty ``<think></think>`` block in the prompt but
@@ -302,3 +340,42 @@ class ChatFormat:
         except Exception:
             return False
         return "PROBETHINK" not in text
+
+
+@attrs.define
+class Drift:
+    """Where re-tokenising a conversation differs from its recorded ids: ``tokens`` differing (the larger side
+    of each differing span; 0 when the two are equal), ``spans`` (runs of differences), ``first`` (index of the
+    first differing token in the recorded ids; -1 when equal), ``recorded``/``rendered`` (the ids of the first
+    differing span on each side)."""
+
+    tokens: int = 0
+    spans: int = 0
+    first: int = -1
+    recorded: list[int] = attrs.Factory(list)
+    rendered: list[int] = attrs.Factory(list)
+
+
+MAX_DIFF_SPAN = 4096  # longer differing middles are counted as one span, not diffed token by token
+
+
+def token_drift(recorded: Sequence[int], rendered: Sequence[int]) -> Drift:
+    """Compare ``recorded`` ids with the ``rendered`` ids of the same conversation. O(n) for the common prefix
+    and suffix; the differing middle is diffed (``difflib``) when it is at most :data:`MAX_DIFF_SPAN` tokens."""
+    a, b = list(recorded), list(rendered)
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    if i == len(a) == len(b):
+        return Drift()
+    j = 0
+    while j < n - i and a[len(a) - 1 - j] == b[len(b) - 1 - j]:
+        j += 1
+    mid_a, mid_b = a[i:len(a) - j], b[i:len(b) - j]
+    if len(mid_a) + len(mid_b) > MAX_DIFF_SPAN:
+        return Drift(max(len(mid_a), len(mid_b)), 1, i, mid_a[:16], mid_b[:16])
+    ops = [op for op in difflib.SequenceMatcher(None, mid_a, mid_b, autojunk=False).get_opcodes() if op[0] != "equal"]
+    first = ops[0]
+    return Drift(sum(max(i2 - i1, j2 - j1) for _, i1, i2, j1, j2 in ops), len(ops), i + first[1],
+                 mid_a[first[1]:first[2]], mid_b[first[3]:first[4]])

@@ -41,9 +41,13 @@ class HintsConfig:
 class AgentConfig:
     """The agent loop. ``max_context_tokens`` bounds prompt + generation in tokens; ``on_no_tool_call`` is
     ``stop`` (end the trajectory, reason ``no_tool_call``) or ``nudge`` (remind the model and continue);
-    ``tool_timeout_s`` bounds one tool call in seconds; ``parser`` names a registered tool-call parser;
+    ``tool_timeout_s`` bounds one tool call in seconds; ``parser`` names a registered tool-call parser
+    (``auto``: the model's own format, from its chat template's call markers or its name, see
+    ``skyrl_core.default_plugins.parsers.detect``);
     ``chat_template_kwargs`` go to every chat-template render (``{enable_thinking: false}`` for Qwen3,
-    ``{date_string: "26 Jul 2024"}`` for Llama 3.1) and are recorded in each transition."""
+    ``{date_string: "26 Jul 2024"}`` for Llama 3.1) and are recorded in each transition; ``drift_check``
+    re-renders each trajectory's final prompt with the chat template and compares it with the recorded ids
+    (``eval``: in ``skyrl eval`` runs, ``always``, ``off``; metrics ``retok_drift*``, see docs/parsers.md)."""
 
     max_turns: int = 8
     max_context_tokens: int = 4096
@@ -54,6 +58,7 @@ class AgentConfig:
     system_prompt: str | None = None
     keep_thinking: bool = False
     chat_template_kwargs: dict[str, Any] = attrs.Factory(dict)
+    drift_check: Literal["eval", "always", "off"] = "eval"
     hints: HintsConfig = attrs.Factory(HintsConfig)
 
 

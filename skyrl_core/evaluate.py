@@ -43,7 +43,8 @@ def eval_metrics(trajectories: Sequence[Trajectory], wall_s: float, dispatch: di
     ``reward_mean``, ``mean_turns``, ``finish_reasons`` (counts), ``tool_calls`` (calls per tool),
     ``tokens_in``/``tokens_out`` (prompt tokens sent / tokens generated, summed over LLM calls), ``masked``
     (fraction loss-masked), ``outcomes`` (verifier outcomes, :func:`outcome_counts`), ``trajectory_metrics`` (:func:`trajectory_metric_means`), ``wall_s`` (seconds, including engine start-up in ``run_eval``) and the
-    dispatcher's metrics under ``dispatch``."""
+    dispatcher's metrics under ``dispatch``; ``retok_drift`` (``agent.drift_check``: trajectories whose
+    re-rendered prompt differs from the recorded ids, their differing tokens, where the first three differ)."""
     groups: dict[str, list[Trajectory]] = defaultdict(list)
     for t in trajectories:
         groups[t.group_id].append(t)
@@ -70,6 +71,11 @@ def eval_metrics(trajectories: Sequence[Trajectory], wall_s: float, dispatch: di
         "outcomes": outcome_counts(trajectories),
         "wall_s": wall_s,
     })
+    drifted = [t for t in trajectories if t.metrics.get("retok_drift")]
+    if any("retok_drift" in t.metrics for t in trajectories):  # agent.drift_check: re-tokenisation drift
+        metrics["retok_drift"] = {"trajectories": len(drifted),
+                                  "tokens": sum(t.metrics.get("retok_drift_tokens", 0) for t in drifted),
+                                  "where": [t.metrics.get("retok_drift_where") for t in drifted[:3]]}
     means = trajectory_metric_means(trajectories)
     if means:
         metrics["trajectory_metrics"] = means
@@ -195,6 +201,7 @@ async def run_eval(config: Any, output_dir: str | Path, engine: Any = None,
         if on_start is not None:
             on_start(len(items) * config.sampling.n_samples)
         session.on_trajectory_done = on_trajectory_done
+        session.for_eval = True
         rollout_start = time.perf_counter()
         trajectories, dispatch = await session.rollout(items, config.sampling.n_samples)
         rollout_s = time.perf_counter() - rollout_start

@@ -206,6 +206,7 @@ class RolloutSession:
         self._chats = {_chat_key(config.agent): self.chat}
         self._resolved: dict[int, _Resolved] = {}
         self.on_trajectory_done: Callable[[Trajectory], None] | None = None
+        self.for_eval = False  # an eval run (run_eval sets it): agent.drift_check "eval" applies
         self.cost_memory = StageCostMemory()
         self.split_report: dict[str, dict[str, int]] = {}
         for tc in config.tasks:
@@ -359,7 +360,9 @@ class RolloutSession:
             routing_key.set(traj.id)  # an engine router keeps a trajectory on one replica (engine.sticky)
             await run_agent(traj, engine=self.engine, tools=slot.resolved.tools, parser=slot.resolved.parser,
                             chat=slot.resolved.chat, agent_config=slot.resolved.agent, sampling=sampling_for(traj),
-                            ctx=slot.ctx, engine_timeout_s=call_bound)
+                            ctx=slot.ctx, engine_timeout_s=call_bound,
+                            drift_check=slot.resolved.agent.drift_check == "always"
+                            or (self.for_eval and slot.resolved.agent.drift_check == "eval"))
 
         async def evaluate(traj: Trajectory) -> None:
             slot = slots[id(traj)]
@@ -411,6 +414,11 @@ class RolloutSession:
 
     # -- resolution --------------------------------------------------------------------------------------
     def _parser(self, name: str) -> Any:
+        if name == "auto":  # the model's own format: its chat template's call markers, else its name
+            from .default_plugins.parsers.detect import parser_for_model
+
+            name, why = parser_for_model(self.engine.tokenizer)
+            log.info("agent.parser auto: using parser '%s' (%s)", name, why)
         parser = self.registry.get("parsers", name)
         return parser() if isinstance(parser, type) else parser
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import collections
+import re
 from pathlib import Path
 from typing import Any
 
@@ -136,14 +137,36 @@ def _write(path: Path, content: str) -> None:
     path.write_text(content)
 
 
+_NOTE = re.compile(r"\n?\[\.\.\. output truncated: (?:the command wrote (?P<bytes>\d+) bytes|(?P<cut>\d+) characters "
+                   r"omitted of (?P<chars>\d+))[^\]\n]*\.\.\.\]\n?")
+
+
 def truncate_output(text: str, limit: int, produced_bytes: int | None = None) -> tuple[str, bool]:
     """Keep the head and tail of ``text`` within ``limit`` characters, with a note saying how much was cut.
     ``produced_bytes`` is the size the command really wrote when ``text`` is already a part of it; the note
-    then states that size rather than the length of ``text``."""
+    then states that size rather than the length of ``text``. When ``text`` already holds such a note (a
+    second cut, e.g. the agent loop's cap over a runtime's), the note is kept and still states the size first
+    produced: its head and tail come from the text before and after the old note."""
     if len(text) <= limit:
         return text, False
     head = limit * 2 // 3
     tail = limit - head
+    first = _NOTE.search(text)
+    if first is not None:  # a second cut: keep the true size the first note states
+        before, after = text[:first.start()], text[first.end():]
+        if first.group("bytes"):
+            produced_bytes = int(first.group("bytes"))
+            total = None
+        else:
+            total = int(first.group("chars"))
+        head, tail = min(head, len(before)), min(tail + max(0, head - len(before)), len(after))
+        kept_head, kept_tail = before[:head], after[len(after) - tail:]
+        if produced_bytes is not None:
+            note = (f"[... output truncated: the command wrote {produced_bytes} bytes; its first {head} and last "
+                    f"{tail} characters are shown ...]")
+        else:
+            note = f"[... output truncated: {total - head - tail} characters omitted of {total} ...]"
+        return f"{kept_head}\n{note}\n{kept_tail}", True
     cut = len(text) - head - tail
     if produced_bytes is not None and produced_bytes > len(text):
         note = (f"[... output truncated: the command wrote {produced_bytes} bytes; its first {head} and last "
@@ -151,7 +174,6 @@ def truncate_output(text: str, limit: int, produced_bytes: int | None = None) ->
     else:
         note = f"[... output truncated: {cut} characters omitted of {len(text)} ...]"
     return f"{text[:head]}\n{note}\n{text[len(text) - tail:]}", True
-
 
 
 # names that moved to the sandbox module: importable from here for one release, with a DeprecationWarning

@@ -205,11 +205,16 @@ async def test_a_hanging_tool_is_stopped_by_the_per_call_timeout(engine, chat):
     assert traj.finish_reason == "finished" and traj.tool_calls == {"wait": 1, "finish": 1}
 
 
-async def test_a_tool_printing_10_mb_is_truncated_with_a_note(engine, chat):
-    eng = ScriptedReplyInjector(engine, [call("python", code="print('x' * 10_000_000)"), call("finish", answer="0")])
+async def test_a_tool_printing_50_mb_is_truncated_with_a_note_of_the_true_size(engine, chat):
+    # the runtime caps the output at 16000 characters and notes the 50 MB written; the loop's second cut (to
+    # agent.max_context_tokens) keeps that note instead of counting the characters of the runtime's excerpt
+    code = "import sys\nsys.stdout.write('x' * 50_000_000 + 'END')"
+    eng = ScriptedReplyInjector(engine, [call("python", code=code), call("finish", answer="0")], run_model=False)
     traj = await run(eng, chat)
     obs = observations(traj)[0]
-    assert "output truncated" in obs and "characters omitted" in obs
+    assert "[... output truncated: the command wrote 50000003 bytes; its first " in obs
+    assert "characters omitted" not in obs
+    assert obs.startswith("xxx") and "END" in obs[-400:]
     assert len(obs) < min(MAX_OBSERVATION_CHARS, AgentConfig().max_context_tokens) + 500
     assert traj.finish_reason == "finished"
 
@@ -257,6 +262,98 @@ async def test_generation_stopped_at_max_tokens_mid_call(engine, chat):
     assert traj.finish_reason == "max_tokens" and traj.masked
     assert len(traj.transitions[0].output_ids) == 3 and traj.transitions[0].finish_reason == "length"
     assert "sampling.max_tokens=3" in traj.error
+
+
+class CutAfter(ScriptedReplyInjector):
+    """Replies cut to ``sampling.max_tokens`` tokens with finish_reason 'length', as an engine cuts them."""
+
+    async def generate(self, input_ids, sampling):
+        out = await super().generate(input_ids, sampling)
+        ids = out.output_ids[:sampling.max_tokens]
+        return GenerationOutput(output_ids=ids, output_logprobs=[0.0] * len(ids), finish_reason="length")
+
+
+@pytest.mark.parametrize("reply,words", [
+    ("Let me think about this step by step. First, 48 + 24 is the sum of two numbers, so", "with no tool call"),
+    (call("python", code="total = 0\nfor i in range(100):\n    total += i\nprint(total)"), "mid-call"),
+])
+async def test_a_max_tokens_stop_says_whether_a_call_was_cut(engine, chat, reply, words):
+    """Issue #37 item 14: a max_tokens stop was reported 'mid-call' even when the text held no call."""
+    traj = await run(CutAfter(engine, [reply], eot=False, run_model=False), chat,
+                     sampling=SamplingParams(max_tokens=12, temperature=0.0))
+    assert traj.finish_reason == "max_tokens" and traj.masked
+    assert traj.error.startswith("generation hit sampling.max_tokens=12") and words in traj.error
+    assert ("mid-call" in traj.error) == (words == "mid-call")
+
+
+GPT_OSS_CALL = ('<|channel|>analysis<|message|>I need the sum.<|end|><|start|>assistant<|channel|>commentary '
+                'to=functions.python <|constrain|>json<|message|>{"code": "print(48 + 24)"}<|call|>')
+MISTRAL_CALL = '[TOOL_CALLS]python[ARGS]{"code": "print(48 + 24)"}'
+KIMI_CALL = ('<|tool_calls_section_begin|><|tool_call_begin|>functions.python:0<|tool_call_argument_begin|>'
+             '{"code": "print(48 + 24)"}<|tool_call_end|><|tool_calls_section_end|>')
+
+
+@pytest.mark.parametrize("reply,label", [(GPT_OSS_CALL, "gpt-oss harmony"), (MISTRAL_CALL, "Mistral [TOOL_CALLS]"),
+                                         (KIMI_CALL, "Kimi-K2")])
+async def test_a_call_in_a_format_the_parser_cannot_read_is_an_observation_not_a_stop(engine, chat, reply, label):
+    """Issue #32 fault 1: under the default parser and on_no_tool_call: stop these ended as no_tool_call."""
+    eng = ScriptedReplyInjector(engine, [reply, call("finish", answer="72")], run_model=False)
+    traj = await run(eng, chat, on_no_tool_call="stop")
+    assert traj.finish_reason == "finished" and traj.answer == "72"
+    obs = observations(traj)[0]
+    assert obs.startswith(f"Error: your reply looks like a tool call in the {label} format")
+    assert "this run reads tool calls in the 'hermes' format, so nothing was run" in obs
+    assert call("python", code="print(1)").split("\n")[0] in obs  # a valid call in the run's format
+    assert traj.metrics["unread_calls"] == 1 and traj.tool_calls == {"finish": 1}
+
+
+async def test_a_parse_error_in_another_models_format_names_that_format(engine, chat):
+    glm = "<tool_call>python\n<arg_key>code</arg_key>\n<arg_value>print(48 + 24)</arg_value>\n</tool_call>"
+    eng = ScriptedReplyInjector(engine, [glm, call("finish", answer="72")], run_model=False)
+    traj = await run(eng, chat)
+    obs = observations(traj)[0]
+    assert obs.startswith("Error: your tool call could not be parsed:")
+    assert "Your reply looks like the GLM-4.5 format (parser 'glm45'); this run reads the 'hermes' format." in obs
+    assert traj.finish_reason == "finished"
+
+
+async def test_the_right_parser_runs_those_calls(engine, chat):
+    from skyrl_core.default_plugins.parsers import HarmonyParser, KimiK2Parser, MistralV11Parser
+
+    for parser, reply in ((HarmonyParser(), GPT_OSS_CALL), (MistralV11Parser(), MISTRAL_CALL),
+                          (KimiK2Parser(), KIMI_CALL)):
+        finish = parser.format_call("finish", {"answer": "72"})
+        traj = await run(ScriptedReplyInjector(engine, [reply, finish], run_model=False), chat, parser=parser)
+        assert traj.finish_reason == "finished" and traj.tool_calls == {"python": 1, "finish": 1}, parser.name
+        assert observations(traj)[0].startswith("72")
+
+
+async def test_observations_carry_the_id_of_the_call_they_answer(engine, chat):
+    """Issue #32 fault 5: two calls in one message, the first failing; and calls written out of order."""
+    from skyrl_core.default_plugins.parsers import KimiK2Parser
+
+    def boom(args, ctx):
+        raise ValueError("disk quota exceeded")
+
+    save = Tool(name="save", description="Save text.", handler=boom,
+                parameters={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})
+    tools = (save, python_tool, finish_tool)
+    eng = ScriptedReplyInjector(engine, [call("save", text="hi") + "\n" + call("python", code="print(7 * 6)"),
+                                         call("finish", answer="42")], run_model=False)
+    traj = await run(eng, chat, tools=tools)
+    obs = [(m["tool_call_id"], m["content"][:26]) for m in traj.messages if m.get("tool_call_id")]
+    assert obs == [("call_0", "Error: tool 'save' failed:"), ("call_1", "42\n\n[5 turns left.]"),
+                   ("call_0", "Finished with answer: 42")]
+
+    kimi = KimiK2Parser()
+    reply = ('<|tool_calls_section_begin|><|tool_call_begin|>functions.python:1<|tool_call_argument_begin|>'
+             '{"code": "print(6 * 7)"}<|tool_call_end|><|tool_call_begin|>functions.save:0'
+             '<|tool_call_argument_begin|>{"text": "hi"}<|tool_call_end|><|tool_calls_section_end|>')
+    eng = ScriptedReplyInjector(engine, [reply, kimi.format_call("finish", {"answer": "42"}, index=2)],
+                                run_model=False)
+    traj = await run(eng, chat, tools=tools, parser=kimi)
+    obs = {m["tool_call_id"]: m["content"] for m in traj.messages if m.get("tool_call_id")}
+    assert obs["functions.python:1"].startswith("42") and "tool 'save' failed" in obs["functions.save:0"]
 
 
 async def test_context_window_exceeded(engine, chat):
@@ -415,3 +512,32 @@ def test_a_schema_error_quotes_only_a_cut_of_the_offending_value():
     assert len(text) < 600 and "characters cut" in text and text.endswith("is too long")
     with pytest.raises(ToolArgumentsError, match="^argument 'q' of 'probe': 5 is not of type 'string'$"):
         tool.validate({"q": 5})  # a short message is kept whole
+
+
+ID_TEMPLATE = ("{%- for m in messages -%}{%- if m.role == 'tool' -%}<|im_start|>tool\n"
+               "## Return of {{ m.tool_call_id }}\n{{ m.content }}<|im_end|>\n{% else -%}<|im_start|>{{ m.role }}\n"
+               "{{ m.content }}<|im_end|>\n{% endif -%}"
+               "{%- endfor -%}{%- if add_generation_prompt -%}<|im_start|>assistant\n{% endif -%}")
+STRICT_ID_TEMPLATE = ("{%- for m in messages -%}{%- if m.tool_call_id is defined and m.tool_call_id|length != 9 -%}"
+                      "{{ raise_exception('Tool call IDs should be alphanumeric strings with length 9!') }}"
+                      "{%- endif -%}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{%- endfor -%}"
+                      "{%- if add_generation_prompt -%}<|im_start|>assistant\n{% endif -%}")
+
+
+async def test_templates_that_render_call_ids_get_them_and_strict_ones_still_work(engine):
+    """Kimi-K2's template writes '## Return of <id>' before a result; Mistral's raises on ids of another shape."""
+    from skyrl_core.default_plugins.parsers import KimiK2Parser
+
+    kimi = KimiK2Parser()
+    replies = [KIMI_CALL, kimi.format_call("finish", {"answer": "72"}, index=1)]
+    chat = ChatFormat(engine.tokenizer, chat_template=ID_TEMPLATE)
+    assert chat.call_ids == "rendered"
+    traj = await run(ScriptedReplyInjector(engine, replies, run_model=False), chat, parser=kimi)
+    assert traj.finish_reason == "finished"
+    assert "## Return of functions.python:0\n72" in engine.tokenizer.decode(traj.transitions[1].input_ids)
+    strict = ChatFormat(engine.tokenizer, chat_template=STRICT_ID_TEMPLATE)
+    assert strict.call_ids == "rejected" and ChatFormat(engine.tokenizer).call_ids == "ignored"
+    traj = await run(ScriptedReplyInjector(engine, replies, run_model=False), strict, parser=kimi)
+    assert traj.finish_reason == "finished" and traj.tool_calls == {"python": 1, "finish": 1}
+    assert [m["tool_call_id"] for m in traj.messages if m.get("tool_call_id")] == ["functions.python:0",
+                                                                                   "functions.finish:1"]

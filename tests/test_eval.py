@@ -166,3 +166,6 @@ def test_skyrl_eval_on_gsm8k_end_to_end(tmp_path):
     t0 = rows[0]["transitions"][0]
     assert len(t0["output_logprobs"]) == len(t0["output_ids"]) > 0
     assert "Janet" in (out / "trajectories.html").read_text()
+    # the re-tokenisation drift check runs by default in eval (agent.drift_check: eval)
+    assert all("retok_drift" in row["metrics"] for row in rows)
+    assert metrics["retok_drift"]["trajectories"] == sum(bool(row["metrics"]["retok_drift"]) for row in rows)

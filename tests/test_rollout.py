@@ -51,7 +51,8 @@ VERIFIER_THREADS: list[str] = []
 
 
 class TextOnlyParser:
-    """A parser that reads every reply as plain text (no tool calls): a task using it ends ``no_tool_call``."""
+    """A parser that reads every reply as plain text (no tool calls). A reply shaped like a call (a
+    ``<tool_call>`` tag) is then answered with an observation saying it was not read, never a silent stop."""
 
     name = "text_only"
 
@@ -391,6 +392,17 @@ async def test_every_sample_of_every_round_gets_its_own_reproducible_seed(regist
     assert not per_round["step-1"][0] & per_round["step-2"][0]  # a new step draws new seeds
 
 
+async def test_parser_auto_picks_the_models_format(registry, engine, caplog):
+    cfg = config()
+    cfg.agent.parser = "auto"
+    with caplog.at_level("INFO", logger="skyrl_core.rollout"):
+        session = await RolloutSession.create(cfg, engine=engine, registry=registry)
+    # SmolLM2's template renders no call markers; its name is in the model table
+    await session.close()
+    assert session.parser.name == "hermes"
+    assert "agent.parser auto: using parser 'hermes' (the model name" in caplog.text
+
+
 async def test_each_task_has_its_own_parser_agent_and_sampling_settings(registry, engine):
     """One run, two tasks: the second reads calls with another parser, has its own system prompt and samples
     at most 5 tokens; the first keeps the run's settings."""
@@ -416,7 +428,9 @@ async def test_each_task_has_its_own_parser_agent_and_sampling_settings(registry
     one, two = trajs
     assert one.task == "arith" and one.finish_reason == "finished" and one.reward == 1.0
     assert one.tool_calls == {"python": 1, "finish": 1}
-    assert two.task == "arith_text" and two.finish_reason == "no_tool_call" and two.tool_calls == {}
+    # the call text the task's parser does not read is answered (issue #32), until the task's turns run out
+    assert two.task == "arith_text" and two.finish_reason == "max_turns" and two.tool_calls == {}
+    assert two.metrics["unread_calls"] == 3 and "Hermes <tool_call> format" in two.messages[3]["content"]
     assert two.messages[0]["content"].startswith("Task two.") and not one.messages[0]["content"].startswith("Task")
     assert set(eng.seen) == {("one", 16), ("two", 5)}
 
@@ -425,4 +439,4 @@ async def test_each_task_has_its_own_parser_agent_and_sampling_settings(registry
     summary = trajectory_summary(trajs)
     assert summary["reward_mean"] == 0.5
     assert summary["task/arith/pass_rate"] == 1.0 and summary["task/arith_text/pass_rate"] == 0.0
-    assert summary["task/arith_text/finish/no_tool_call"] == 1.0
+    assert summary["task/arith_text/finish/max_turns"] == 1.0

@@ -143,6 +143,17 @@ def test_truncate_output_keeps_head_and_tail():
     assert truncate_output("short", 30) == ("short", False)
 
 
+def test_a_second_cut_keeps_the_first_notes_true_size():
+    """Issue #32 fault 4: a cut of an already cut output counted the characters of the excerpt."""
+    written = "".join(chr(97 + i % 26) for i in range(50_000_000 // 1000)) * 1000  # what a command wrote: 50 MB
+    first, _ = truncate_output(written[:64_000], 16_000, produced_bytes=len(written))
+    second, cut = truncate_output(first, 4096)
+    assert cut and "[... output truncated: the command wrote 50000000 bytes; its first 2730 and last 1366 " in second
+    assert second.startswith(written[:2730] + "\n[") and second.endswith("]\n" + written[64_000 - 1366:64_000])
+    chars, _ = truncate_output("x" * 100_000, 16_000)
+    assert "96000 characters omitted of 100000" in truncate_output(chars, 4000)[0]
+
+
 @needs_bwrap
 async def test_sandbox_identity_files_come_back_after_a_cleanup_removed_them():
     """The per-process /etc/passwd and /etc/group the sandbox mounts are made again when a temp-dir cleanup (a

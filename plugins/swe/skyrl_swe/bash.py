@@ -65,7 +65,7 @@ exit "$rc"
 """.replace("__KILL__", f"{KILL_AFTER_S:g}")
 _MARKER = re.compile(r"\n?\x1eskyrl-bash rc=(\d+) left=([01])\n?$")
 _LIMIT_NOTES = re.compile(r"(\n\[limit [a-z_]+: [^\n]*\])+$")
-_RUNTIME_NOTE = re.compile(r"\n\[\.\.\. output truncated: [^\n]*\.\.\.\]\n")
+_RUNTIME_SIZE = re.compile(r"(\[\.\.\. output truncated: the command wrote )\d+( bytes)")
 
 _WAITED_FOR_INPUT = re.compile(
     r"EOFError|EOF when reading a line|Inappropriate ioctl for device|not a (?:terminal|tty)|"
@@ -129,8 +129,9 @@ async def run_bash(args: dict, ctx: ToolContext) -> ToolResult:
     if marker:
         raw = raw[:marker.start()]
         produced = None if produced is None else max(0, produced - len(marker.group(0).encode()))
-    if result.truncated:  # the runtime's own note counts what it kept; ours counts what was written
-        raw = _RUNTIME_NOTE.sub("\n", raw, count=1)
+    if result.truncated and produced is not None:  # the runtime's note counts our status marker too
+        raw = _RUNTIME_SIZE.sub(rf"\g<1>{produced}\g<2>", raw, count=1)
+    # a cut of the runtime's cut keeps its note of the true size (truncate_output); under this cap it stays
     output, truncated = truncate_output(raw, MAX_OUTPUT_CHARS, produced)
     truncated = truncated or result.truncated
     timed_out = result.timed_out or (exit_code in (124, 137) and result.duration_s >= limit - 0.05)

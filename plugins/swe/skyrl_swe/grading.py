@@ -8,7 +8,8 @@ Results (:class:`Results`, a dict of canonical test id -> status) come from:
 - Django's ``runtests.py --verbosity 2`` output (:func:`parse_django`): canonical ids are ``name (module.Class)``;
   the first docstring line a test prints under its name is kept as an alias; a result written on a later line
   than the test's name (the test printed output, or a warning, after `` ... ``) is found;
-- pytest ``-rA`` short-summary lines (:func:`parse_pytest_summary`), for runners given as a shell command.
+- pytest terminal output (:func:`parse_pytest_summary`: ``-v`` progress lines, ``-rA`` / ``-q`` short-summary
+  lines, xdist lines), for runners given as a shell command.
 
 How the datasets write test ids (read from their harnesses' log parsers; :data:`CONVENTIONS`):
 
@@ -146,16 +147,115 @@ def parse_django(output: str) -> Results:
     return results
 
 
-_PYTEST_RA = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (\S.*?)(?: - .*)?$", re.MULTILINE)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_PYTEST_WORDS = "PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS"
+_PYTEST_MAP = {"XFAIL": PASSED, "XPASS": FAILED}
+_SUMMARY_LINE = re.compile(rf"^(?P<status>{_PYTEST_WORDS}) (?P<rest>\S.*)$")
+_XDIST_PREFIX = re.compile(r"^\[gw\d+\]\s+(?:\[\s*\d+%\]\s+)?")
+# what pytest writes after a test's status in -v: a reason in brackets (skip, xfail) and the progress
+_PYTEST_STATUS_AT_END = re.compile(rf"(?P<status>{_PYTEST_WORDS})(?: \(.*\))?\s*(?:\[\s*\d+%\]|\[\s*\d+/\d+\])?\s*$")
+_SEPARATOR = re.compile(r"^={3,} .+ ={3,}$")  # pytest's section headers (a bare "=====" a test printed is not one)
+_NODE_START = re.compile(r"^[^\s:]+::")
+
+
+def _node_id(text: str) -> int:
+    """Length of the pytest node id ``text`` starts with (0: none). The id runs to the first space, except
+    inside the parameter brackets of its last part (``test_p[a[0] - b-2]``), which are matched by counting."""
+    m = _NODE_START.match(text)
+    if m is None:
+        return 0
+    i = m.end()
+    while True:  # ``::Class::test`` parts
+        stop = min((k for k in (text.find(" ", i), text.find("[", i)) if k != -1), default=len(text))
+        nxt = text.find("::", i)
+        if nxt == -1 or nxt > stop:
+            break
+        i = nxt + 2
+    if stop == len(text) or text[stop] == " ":
+        return stop
+    depth = 0
+    for k in range(stop, len(text)):
+        depth += {"[": 1, "]": -1}.get(text[k], 0)
+        if depth == 0:
+            return k + 1
+    return 0  # brackets never close: not an id
+
+
+def _add(results: Results, node: str, word: str) -> None:
+    status = _PYTEST_MAP.get(word, word)
+    if results.get(node) not in (FAILED, ERROR):  # a teardown error after a pass: the worse wins
+        results[node] = status
+
+
+def _sections(lines: list[str]) -> tuple[list[str], list[str]]:
+    """(progress lines, short-summary lines) of pytest terminal output. A progress section runs from the start
+    of a session (after its header, or the start of the output) to the next section header; a short summary
+    from its header to the next. Output holding several sessions (a runner that calls pytest twice) gives all
+    of them; output without section headers is read whole as both."""
+    seps = [i for i, line in enumerate(lines) if _SEPARATOR.match(line.strip())]
+    if not seps:
+        return lines, lines
+
+    def until_next(i: int) -> list[str]:
+        return lines[i + 1:next((k for k in seps if k > i), len(lines))]
+
+    starts = [i for i in seps if "test session starts" in lines[i]]
+    progress = [line for i in starts for line in until_next(i)] if starts else lines[:seps[0]]
+    summary = [line for i in seps if "short test summary info" in lines[i] for line in until_next(i)]
+    return progress, summary
 
 
 def parse_pytest_summary(output: str) -> Results:
-    """pytest ``-rA`` short summary lines (R2E-Gym's run_tests.sh) -> {node id: status}. Text, so weaker than
-    a report file; used only for runners given as a shell command. Colour codes are removed first."""
-    mapping = {"XFAIL": PASSED, "XPASS": FAILED}
-    return Results({m.group(2).strip(): mapping.get(m.group(1), m.group(1))
-                    for m in _PYTEST_RA.finditer(_ANSI.sub("", output))})
+    """pytest terminal output -> {node id: status}, in every form pytest prints per-test results:
+
+    - ``-v`` / ``-vv`` progress lines ``path::test_id[params] PASSED  [ 50%]`` (a skip or xfail reason in
+      brackets after the status; ``-s`` output between the id and its status, up to the next test's line: the
+      status is the one the last such line ends with);
+    - ``pytest-xdist -v`` lines ``[gw0] [ 50%] PASSED path::test_id``;
+    - the short summary of ``-rA`` (and of ``-q`` / the default ``-rfE``, which names failures and errors
+      only: passes are then absent, graded MISSING) ``PASSED path::test_id`` / ``FAILED path::test_id - msg``.
+
+    Parametrised ids keep their spaces and brackets (``test_p[a[0] - b-2]``; the `` - `` of a message is found
+    after the brackets close). XFAIL counts as PASSED, XPASS as FAILED; a test reported twice (a teardown error
+    after a pass) keeps the worse status. Progress lines are read only in the progress section and summary
+    lines only in the short summary, so a result line a test printed into its captured output is not read.
+    Text, so weaker than a report file; used only for runners given as a shell command. Colour codes and
+    carriage returns are removed first."""
+    lines = _ANSI.sub("", output).replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    progress, summary = _sections(lines)
+    results = Results()
+    pending: str | None = None
+    pending_word: str | None = None
+    for line in progress:
+        line = _XDIST_PREFIX.sub("", line.rstrip())
+        n = _node_id(line)
+        if n:
+            if pending is not None and pending_word is not None:
+                _add(results, pending, pending_word)
+            pending, pending_word = line[:n], None
+            line = line[n:]
+        elif _SUMMARY_LINE.match(line) and _node_id(line.split(" ", 1)[1]):  # xdist: status before the id
+            word, rest = line.split(" ", 1)
+            _add(results, rest[:_node_id(rest)], word)
+            continue
+        if pending is None:
+            continue
+        m = _PYTEST_STATUS_AT_END.search(line)
+        if m is not None and (m.start() == 0 or not line[m.start() - 1].isalnum()):
+            pending_word = m.group("status")
+    if pending is not None and pending_word is not None:
+        _add(results, pending, pending_word)
+    for line in summary:
+        m = _SUMMARY_LINE.match(line.rstrip())
+        if m is None:
+            continue
+        rest = m.group("rest")
+        n = _node_id(rest)
+        if n and (n == len(rest) or rest.startswith(" - ", n) or rest[n:].strip() == ""):
+            _add(results, rest[:n], m.group("status"))
+        elif not n and re.fullmatch(r"\S+\.py( - .*)?", rest):  # a collection error names the file
+            _add(results, rest.split(" - ")[0], m.group("status"))
+    return results
 
 
 # -- matching ids ------------------------------------------------------------------------------------------------

@@ -39,6 +39,21 @@ async def test_cut_output_note_gives_the_bytes_really_written(ctx):
     assert len(res.output) < 10500
 
 
+async def test_under_a_runtime_cap_below_the_tools_the_true_size_is_still_stated(project_src):
+    """Issue #32 fault 4: with the swe environments' 8000-character runtime cap the tool dropped the runtime's
+    note and, its own cap (10000) not being reached, wrote none: 50 MB came back as 8000 unexplained characters."""
+    from skyrl_core import ToolContext
+    from skyrl_core.runtime import RuntimeSpec
+    from skyrl_swe.runtime import SweSandbox
+
+    async with SweSandbox(RuntimeSpec(type="swe_sandbox", source=str(project_src), max_output_chars=8000)) as rt:
+        res = await bash_tool.call({"command": "head -c 50000000 /dev/zero | tr '\\0' x; echo; echo END"},
+                                   ToolContext(runtime=rt))
+    assert res.metadata["truncated"] and res.metadata["output_bytes"] == 50000005
+    assert "[... output truncated: the command wrote 50000005 bytes; its first " in res.output
+    assert res.output.startswith("xxx") and "END" in res.output and len(res.output) < 8500
+
+
 async def test_a_command_waiting_for_input_gets_a_hint(ctx):
     asked = await bash_tool.call({"command": "python -c \"name = input('Your name? '); print(name)\""}, ctx)
     assert "EOFError" in asked.output and STDIN_HINT in asked.output and asked.metadata["exit_code"] == 1

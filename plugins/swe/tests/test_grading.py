@@ -87,12 +87,53 @@ def test_r2e_gym_ids_and_their_collisions():
     assert not grade.resolved
 
 
-def test_text_summary_is_weaker_than_the_report():
+def test_text_summary_reads_what_the_report_says():
     text = parse_pytest_summary(read("pytest_rA.log"))
     junit = parse_junit(read("pytest_junit.xml"))
-    fake = "tests/unit/test_slug.py::TestEdges::test_fake"  # a line the test printed
-    assert text.get(fake) == PASSED and fake not in junit
+    fake = "tests/unit/test_slug.py::TestEdges::test_fake"  # a line the test printed into its captured output
+    assert fake not in text and fake not in junit
     assert text["tests/unit/test_slug.py::test_slugify[two words]"] == PASSED
+    assert {k: v for k, v in junit.items() if v != SKIPPED} == dict(text)
+
+
+# every per-test form of pytest's terminal output, captured from runner_projects/pytest_ids (fixtures README)
+CALC = "tests/test_calc.py::"
+CALC_RESULTS = {CALC + "test_evaluate[a[0] - b-2]": PASSED, CALC + "test_evaluate[a[1] * 2-8]": PASSED,
+                CALC + "test_evaluate[[1, 2][0]-1]": PASSED, CALC + "test_evaluate[b - - 1-3]": FAILED,
+                CALC + "test_passes_then_teardown_errors": ERROR, CALC + "test_prints_a_fake_result": FAILED,
+                CALC + "test_skipped": SKIPPED, CALC + "test_known": PASSED}
+
+
+@pytest.mark.parametrize("log,expected", [
+    ("pytest_v.log", CALC_RESULTS),
+    ("pytest_v_s.log", CALC_RESULTS),  # -s: printed text (a fake "PASSED [ 40%]") between id and status
+    ("pytest_ids_rA.log", {k: v for k, v in CALC_RESULTS.items() if v != SKIPPED}),  # -rA names skips by line
+    ("pytest_q.log", {k: v for k, v in CALC_RESULTS.items() if v in (FAILED, ERROR)}),  # -q names failures only
+])
+def test_every_pytest_output_form_is_read(log, expected):
+    assert dict(parse_pytest_summary(read(log))) == expected
+
+
+def test_verbose_and_xdist_lines_grade_under_each_convention():
+    results = parse_pytest_summary(read("pytest_v.log"))
+    grade = grade_tests(results, [CALC + "test_evaluate[a[0] - b-2]"], [CALC + "test_known"], "generated")
+    assert grade.resolved and grade.rules == {"exact": 2}
+    # SWE-bench keeps the text before the first space; R2E-Gym drops the file
+    assert match_test(results, CALC + "test_evaluate[a[0]", "swe-bench").status == PASSED
+    assert match_test(results, CALC + "test_evaluate[b", "swe-bench").status == FAILED
+    assert match_test(results, "test_evaluate[[1, 2][0]-1]", "r2e-gym").status == PASSED
+    xdist = ("[gw1] [ 50%] PASSED tests/test_calc.py::test_evaluate[a[0] - b-2] \n"
+             "[gw0] [100%] FAILED tests/test_calc.py::test_evaluate[b - - 1-3] \n")
+    assert dict(parse_pytest_summary(xdist)) == {CALC + "test_evaluate[a[0] - b-2]": PASSED,
+                                                 CALC + "test_evaluate[b - - 1-3]": FAILED}
+    # -s output holding a line of "=" and a result line of its own does not end or fake the progress section
+    printed = read("pytest_v_s.log").replace(
+        "tests/test_calc.py::test_prints_a_fake_result tests/test_calc.py::test_evaluate[b - - 1] PASSED [ 40%]",
+        "tests/test_calc.py::test_prints_a_fake_result " + "=" * 40 + "\nresult: PASSED [ 40%]\n" + "=" * 40)
+    assert dict(parse_pytest_summary(printed)) == CALC_RESULTS
+    # a runner that calls pytest twice: both sessions are read
+    twice = read("pytest_v.log") + read("pytest_rA.log")
+    assert dict(parse_pytest_summary(twice)) == {**CALC_RESULTS, **dict(parse_pytest_summary(read("pytest_rA.log")))}
 
 
 def test_duplicate_ids_and_conventions():

@@ -1,7 +1,10 @@
 """Built-in tool-call parsers, one module per format: ``hermes`` (the default, ``hermes.py``), ``json``
 (``json_calls.py``), ``openai`` (``openai_calls.py``), ``codeblock`` (``codeblock.py``), ``qwen3_coder``
-(``xml_parameters.py``) and ``deepseek_v31`` (``deepseek.py``), over the shared scanner (``scanner.py``:
-:class:`ParseResult`, call shapes, reasoning blocks) and JSON repair (``repair.py``: :func:`loads_tolerant`)."""
+(``xml_parameters.py``), ``deepseek_v31`` (``deepseek.py``), ``harmony`` (gpt-oss, ``harmony.py``), ``kimi_k2``
+(``kimi.py``), ``mistral_v11`` (``mistral.py``) and ``glm45`` (``glm.py``), over the shared scanner
+(``scanner.py``: :class:`ParseResult`, call shapes, reasoning blocks) and JSON repair (``repair.py``:
+:func:`loads_tolerant`); ``detect.py`` picks a parser per model and names the format of call-shaped text a
+parser could not read."""
 
 from __future__ import annotations
 
@@ -9,8 +12,13 @@ from skyrl_core.hookspecs import hookimpl
 
 from .codeblock import CodeBlockParser
 from .deepseek import DeepSeekV31Parser
+from .detect import MODEL_PARSERS, parser_for_model, parser_for_template, resembled_format
+from .glm import GLM45Parser
+from .harmony import HarmonyParser
 from .hermes import HermesParser
 from .json_calls import JsonParser
+from .kimi import KimiK2Parser
+from .mistral import MistralV11Parser
 from .openai_calls import OpenAIParser
 from .repair import JSONRepairError, loads_tolerant
 from .scanner import ParseResult, format_tool_call
@@ -18,8 +26,10 @@ from .xml_parameters import XmlParameterParser
 
 BUILTIN_PARSERS = (HermesParser, JsonParser, OpenAIParser, CodeBlockParser)
 
-__all__ = ["BUILTIN_PARSERS", "CodeBlockParser", "DeepSeekV31Parser", "HermesParser", "JSONRepairError", "JsonParser",
-           "OpenAIParser", "ParseResult", "XmlParameterParser", "format_tool_call", "loads_tolerant"]
+__all__ = ["BUILTIN_PARSERS", "MODEL_PARSERS", "CodeBlockParser", "DeepSeekV31Parser", "GLM45Parser", "HarmonyParser",
+           "HermesParser", "JSONRepairError", "JsonParser", "KimiK2Parser", "MistralV11Parser", "OpenAIParser",
+           "ParseResult", "XmlParameterParser", "format_tool_call", "loads_tolerant", "parser_for_model",
+           "parser_for_template", "resembled_format"]
 
 
 @hookimpl(trylast=True)
@@ -30,3 +40,7 @@ def register_parsers(register):
     register(CodeBlockParser(), name="codeblock")
     register(XmlParameterParser(), name="qwen3_coder")
     register(DeepSeekV31Parser(), name="deepseek_v31")
+    register(HarmonyParser(), name="harmony")
+    register(KimiK2Parser(), name="kimi_k2")
+    register(MistralV11Parser(), name="mistral_v11")
+    register(GLM45Parser(), name="glm45")

@@ -18,10 +18,7 @@ import json
 import re
 from typing import Any
 
-from skyrl_core.tools import example_arguments
-
-from .repair import JSONRepairError, loads_tolerant
-from .scanner import _TRUNCATED_MSG, ParseResult, _CallError, _Extracted, _normalize_call, _tag_body_end, parse_with
+from .scanner import ParseResult, _Extracted, add_json_call, extract_token_calls, parse_with, prompt_parts
 
 CALLS_BEGIN = "<｜tool▁calls▁begin｜>"
 CALLS_END = "<｜tool▁calls▁end｜>"
@@ -47,13 +44,11 @@ class DeepSeekV31Parser:
 
     def tools_prompt(self, tool_schemas: list[dict]) -> str:
         """System-prompt text listing ``tool_schemas`` in DeepSeek-V3.1's layout and how to call them."""
-        fns = [s.get("function", s) for s in tool_schemas]
+        fns, _, example = prompt_parts(self.format_call, tool_schemas)
         parts = ["## Tools\nYou can use these tools:"]
         for fn in fns:
             parts.append(f"### {fn.get('name', '')}\nDescription: {fn.get('description', '')}\n\nParameters: "
                          f"{json.dumps(fn.get('parameters') or {}, ensure_ascii=False)}")
-        example = self.format_call(fns[0].get("name", "tool"), example_arguments(fns[0].get("parameters") or {})) \
-            if fns else ""
         parts.append("To call tools, write exactly this form (several calls go one after another inside the "
                      "outer tokens; the arguments are one JSON object):\n"
                      f"{CALLS_BEGIN}{CALL_BEGIN}tool_name{SEP}{{\"argument\": \"value\"}}{CALL_END}{CALLS_END}\n"
@@ -71,55 +66,8 @@ def _read_call(head_and_body: str, raw: str, ex: _Extracted) -> None:
     v3 = _V3_BODY.match(body)
     if name == "function" and v3 is not None:  # V3 / R1: "function<sep>name\n```json\n{...}\n```"
         name, body = v3.group("name"), v3.group("args")
-    try:
-        args = loads_tolerant(body) if body.strip() else {}
-    except JSONRepairError as exc:
-        ex.errors.append(f"could not read the arguments of '{name}': {exc.message}")
-        return
-    try:
-        name, args = _normalize_call({"name": name, "arguments": args})
-    except _CallError as exc:
-        ex.errors.append(str(exc))
-        return
-    ex.calls.append((name, args, raw))
+    add_json_call(ex, name, body, raw)
 
 
 def _extract(text: str, finish_reason: str) -> _Extracted:
-    ex = _Extracted()
-    pos = last = 0
-    while True:
-        start = text.find(CALL_BEGIN, pos)
-        if start == -1:
-            break
-        ex.content_parts.append(text[last:start])
-        head_start = start + len(CALL_BEGIN)
-        sep = text.find(SEP, head_start)
-        next_begin = text.find(CALL_BEGIN, head_start)
-        if sep == -1 or (next_begin != -1 and next_begin < sep):
-            if finish_reason == "length" and sep == -1 and next_begin == -1:
-                ex.truncated = True
-                ex.errors.append(_TRUNCATED_MSG)
-                last = pos = len(text)
-                break
-            stop = next_begin if next_begin != -1 else len(text)
-            _read_call(text[head_start:stop], text[start:stop], ex)
-            last = pos = stop
-            continue
-        body_start = sep + len(SEP)
-        end, closed, _ = _tag_body_end(text, body_start, CALL_BEGIN, CALL_END)
-        if not closed and end >= len(text) and finish_reason == "length":
-            ex.truncated = True
-            ex.errors.append(_TRUNCATED_MSG)
-            last = pos = len(text)
-            break
-        stop = end + len(CALL_END) if closed else end
-        _read_call(text[head_start:end], text[start:stop], ex)
-        last = pos = stop
-    ex.content_parts.append(text[last:])
-    parts = []
-    for p in ex.content_parts:
-        for token in _TOKENS:
-            p = p.replace(token, "")
-        parts.append(p)
-    ex.content_parts = parts
-    return ex
+    return extract_token_calls(text, finish_reason, CALL_BEGIN, SEP, CALL_END, _read_call, _TOKENS)

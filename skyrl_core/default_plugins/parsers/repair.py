@@ -270,8 +270,7 @@ def loads_tolerant_many(text: str, close_brackets: bool = True) -> list[Any]:
         return readings[0]
     message, at_end = _json_error(body)
     if len(readings) > 1 or (readings and reader.gave_up):
-        raise JSONRepairError(f"{message}; the text has a quote inside a string that is not escaped and reads "
-                              f"more than one way, so it was not run: write every quote inside a string as \\\"")
+        raise JSONRepairError(f"{message}; {AMBIGUOUS_QUOTES}")
     raise JSONRepairError(message, at_end=at_end or reader.hit_end)
 
 
@@ -365,13 +364,38 @@ def _read_sequences(reader: _Lenient, i: int) -> Iterator[list[Any]]:
             yield [val, *rest]
 
 
-def _read_prefix(text: str, i: int) -> tuple[Any, int] | None:
-    """Read one JSON-like value starting at ``text[i]``; return (value, end) or None. A lenient reading is
-    returned only when it is the only one (an unescaped quote that could end a string two ways is no reading)."""
+AMBIGUOUS_QUOTES = ("the text has a quote inside a string that is not escaped and reads more than one way, so it "
+                    "was not run: write every quote inside a string as \\\"")
+# After a strictly valid prefix, text that may continue the value: an unescaped quote inside a string can end
+# the string early and still leave valid JSON ({"command": "grep -n "}}" base.html"} reads as "grep -n ").
+PREFIX_WINDOW = 1000
+_CONTINUES = re.compile(r"\s*[^\s.!?;)]")
+
+
+def strict_prefix_is_a_guess(text: str, i: int, value: Any, end: int) -> bool:
+    """Whether the strict reading ``(value, end)`` of the value at ``text[i]`` is one of several: the text goes
+    on like the rest of a value and the lenient reader finds a longer, different reading within the same
+    paragraph (at most :data:`PREFIX_WINDOW` characters on: the search is bounded for long prose after a call)."""
+    if not _CONTINUES.match(text, end):
+        return False
+    stop = text.find("\n\n", end)
+    reader = _Lenient(text[:min(stop if stop != -1 else len(text), end + PREFIX_WINDOW)])
     try:
-        return json.JSONDecoder(strict=False).raw_decode(text, i)
+        return any(e > end and val != value for val, e in reader.value(i))
+    except (_GiveUp, RecursionError):
+        return True
+
+
+def _read_prefix(text: str, i: int) -> tuple[Any, int] | None:
+    """Read one JSON-like value starting at ``text[i]``; return (value, end) or None. A reading is returned only
+    when it is the only one (an unescaped quote that could end a string two ways is no reading), also when the
+    strict reader accepts a prefix of the text (:func:`strict_prefix_is_a_guess`)."""
+    try:
+        value, end = json.JSONDecoder(strict=False).raw_decode(text, i)
     except (ValueError, RecursionError):
         pass
+    else:
+        return None if strict_prefix_is_a_guess(text, i, value, end) else (value, end)
     reader = _Lenient(text)
     found: list[tuple[Any, int]] = []
     try:

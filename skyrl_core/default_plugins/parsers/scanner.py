@@ -29,16 +29,17 @@ Each parsed call gets a stable id ``call_<n>`` (n counts the executable calls of
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any, Sequence
 
 import attrs
 
-from skyrl_core.tools import ToolCall
+from skyrl_core.tools import ToolCall, example_arguments
 
-from .repair import (_ARG_KEYS, _NAME_KEYS, JSONRepairError, _brackets_outside_strings, _json_error, _read_prefix,
-                     loads_tolerant, loads_tolerant_many)
+from .repair import (_ARG_KEYS, _NAME_KEYS, AMBIGUOUS_QUOTES, JSONRepairError, _brackets_outside_strings, _json_error,
+                     _read_prefix, loads_tolerant, loads_tolerant_many)
 
 
 @attrs.define
@@ -65,6 +66,17 @@ THINK_CLOSE = "</think>"
 _TOOL_NAME = re.compile(r"[\w.\-:/]{1,128}")
 _TRUNCATED_MSG = ("the tool call was cut off by the max-token limit before it was complete, so it was not run; "
                   "write a shorter call")
+
+
+def prompt_parts(format_call: Any, tool_schemas: Sequence[dict]) -> tuple[list[dict], str, str]:
+    """What a parser's ``tools_prompt`` is built from: the function schemas of ``tool_schemas`` (OpenAI form or
+    bare), one JSON line per tool, and an example call of the first tool written by ``format_call(name, args)``
+    (empty when there are no tools)."""
+    fns = [s.get("function", s) for s in tool_schemas]
+    listing = "\n".join(json.dumps({"type": "function", "function": fn}, ensure_ascii=False) for fn in fns)
+    example = format_call(fns[0].get("name", "tool"), example_arguments(fns[0].get("parameters") or {})) \
+        if fns else ""
+    return fns, listing, example
 
 
 def format_tool_call(name: str, arguments: dict[str, Any]) -> str:
@@ -199,10 +211,30 @@ def _tidy(parts: list[str]) -> str:
 
 @attrs.define
 class _Extracted:
-    calls: list[tuple[str, dict, str]] = attrs.Factory(list)  # (name, arguments, raw)
+    calls: list[tuple] = attrs.Factory(list)  # (name, arguments, raw) or (name, arguments, raw, call id)
     content_parts: list[str] = attrs.Factory(list)
     errors: list[str] = attrs.Factory(list)
     truncated: bool = False
+
+    def cut(self) -> None:
+        """A call was cut off by the max-token limit: never run, and the model is told so."""
+        self.truncated = True
+        self.errors.append(_TRUNCATED_MSG)
+
+
+def add_json_call(ex: _Extracted, name: str, body: str, raw: str, call_id: str | None = None) -> None:
+    """Add the call ``name`` with JSON arguments ``body`` (read by :func:`loads_tolerant`; empty: ``{}``) to
+    ``ex``, or the error saying what is wrong with it. Shared by the formats that name the tool outside the
+    JSON (DeepSeek, Kimi-K2, Mistral, harmony)."""
+    try:
+        args = loads_tolerant(body) if body.strip() else {}
+        name, args = _normalize_call({"name": name, "arguments": args})
+    except JSONRepairError as exc:
+        ex.errors.append(f"could not read the arguments of '{name}': {exc.message}")
+    except _CallError as exc:
+        ex.errors.append(str(exc))
+    else:
+        ex.calls.append((name, args, raw, call_id))
 
 
 _CALL_START = re.compile(
@@ -227,6 +259,13 @@ def _unbalanced_to_end(text: str, i: int) -> bool:
     return depth > 0 or in_str
 
 
+def _strict_prefix(text: str, i: int) -> tuple[Any, int] | None:
+    try:
+        return json.JSONDecoder(strict=False).raw_decode(text, i)
+    except (ValueError, RecursionError):
+        return None
+
+
 def _scan_json(text: str, finish_reason: str) -> _Extracted:
     """Find bare call objects in free text (the ``json`` parser and ``hermes``'s fallback)."""
     ex = _Extracted()
@@ -245,13 +284,14 @@ def _scan_json(text: str, finish_reason: str) -> _Extracted:
             got = None
         if got is None:
             if finish_reason == "length" and (_unbalanced_to_end(text, brace) or _json_error(text[brace:])[1]):
-                ex.truncated = True
-                ex.errors.append(_TRUNCATED_MSG)
+                ex.cut()
                 ex.content_parts.append(text[last:start])
                 last = len(text)
                 break
             if _NAMED_START.match(text, brace):  # only report what is clearly meant as a call
                 message, _ = _json_error(text[brace:].split("\n\n", 1)[0])
+                if _strict_prefix(text, brace) is not None:  # valid JSON, but only one of its readings
+                    message = f"{message}; {AMBIGUOUS_QUOTES}"
                 ex.errors.append(f"could not read the tool call: {message}")
             pos = m.end()
             continue
@@ -295,8 +335,13 @@ def _add_calls(ex: _Extracted, calls: list[Any], raw: str) -> None:
         ex.calls.append((name, args, raw))
 
 
-_OUTSIDE = re.compile(r'["<]')
 _INSIDE = re.compile(r'["\\]')
+
+
+@functools.lru_cache(maxsize=64)
+def _outside(first_chars: str) -> re.Pattern:
+    """What the string-aware scan stops at outside strings: a quote or the first character of a tag."""
+    return re.compile("[" + "".join(re.escape(c) for c in sorted(set('"' + first_chars))) + "]")
 
 
 def find_tag_outside_strings(text: str, start: int, tags: Sequence[str]) -> tuple[int, str | None]:
@@ -306,8 +351,9 @@ def find_tag_outside_strings(text: str, start: int, tags: Sequence[str]) -> tupl
     JSON format shares."""
     i, n = start, len(text)
     in_str = False
+    outside = _outside("".join(t[:1] for t in tags))
     while i < n:
-        m = (_INSIDE if in_str else _OUTSIDE).search(text, i)
+        m = (_INSIDE if in_str else outside).search(text, i)
         if m is None:
             break
         j = m.start()
@@ -375,8 +421,7 @@ def _scan_tags(text: str, finish_reason: str) -> _Extracted:
             continue
         # Unclosed block at the end of the message.
         if finish_reason == "length":
-            ex.truncated = True
-            ex.errors.append(_TRUNCATED_MSG)
+            ex.cut()
         elif text[body_start:].strip():
             # Servers that use </tool_call> as a stop string drop the closing tag: the body may be complete.
             _parse_tag_body(text[body_start:], text[start:], ex)
@@ -387,6 +432,50 @@ def _scan_tags(text: str, finish_reason: str) -> _Extracted:
     return ex
 
 
+def extract_token_calls(text: str, finish_reason: str, begin: str, sep: str, end_token: str,
+                        read_call: Any, tokens: Sequence[str]) -> _Extracted:
+    """The calls of a token-delimited format ``BEGIN head SEP {json} END`` (DeepSeek-V3.1, Kimi-K2):
+    ``read_call(head_and_body, raw, ex)`` adds one call (or an error) to ``ex``; the end token is looked for
+    outside JSON strings. Under ``finish_reason == "length"`` a call whose end never came is cut off (never
+    run). ``tokens`` are removed from the content text."""
+    ex = _Extracted()
+    pos = last = 0
+    while True:
+        start = text.find(begin, pos)
+        if start == -1:
+            break
+        ex.content_parts.append(text[last:start])
+        head_start = start + len(begin)
+        at_sep = text.find(sep, head_start)
+        next_begin = text.find(begin, head_start)
+        if at_sep == -1 or (next_begin != -1 and next_begin < at_sep):
+            if finish_reason == "length" and at_sep == -1 and next_begin == -1:
+                ex.cut()
+                last = pos = len(text)
+                break
+            stop = next_begin if next_begin != -1 else len(text)
+            read_call(text[head_start:stop], text[start:stop], ex)
+            last = pos = stop
+            continue
+        body_start = at_sep + len(sep)
+        end, closed, _ = _tag_body_end(text, body_start, begin, end_token)
+        if not closed and end >= len(text) and finish_reason == "length":
+            ex.cut()
+            last = pos = len(text)
+            break
+        stop = end + len(end_token) if closed else end
+        read_call(text[head_start:end], text[start:stop], ex)
+        last = pos = stop
+    ex.content_parts.append(text[last:])
+    parts = []
+    for p in ex.content_parts:
+        for token in tokens:
+            p = p.replace(token, "")
+        parts.append(p)
+    ex.content_parts = parts
+    return ex
+
+
 def _ends_with_partial_tag(text: str, tags: Sequence[str] = (TOOL_CALL_OPEN,)) -> bool:
     tail = text.rstrip()
     return any(tail.endswith(tag[:k]) for tag in tags for k in range(2, len(tag)))
@@ -394,8 +483,8 @@ def _ends_with_partial_tag(text: str, tags: Sequence[str] = (TOOL_CALL_OPEN,)) -
 
 def _build(visible: str, reasoning: list[str], ex: _Extracted, drafted: int, finish_reason: str,
            open_tags: Sequence[str] = (TOOL_CALL_OPEN,)) -> ParseResult:
-    calls = [ToolCall(name=name, arguments=args, id=f"call_{i}", raw=raw) for i, (name, args, raw) in
-             enumerate(ex.calls)]
+    calls = [ToolCall(name=c[0], arguments=c[1], id=(c[3] if len(c) > 3 and c[3] else f"call_{i}"), raw=c[2])
+             for i, c in enumerate(ex.calls)]
     truncated = ex.truncated
     errors = list(ex.errors)
     content = _tidy(ex.content_parts)

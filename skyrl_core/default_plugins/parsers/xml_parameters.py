@@ -32,10 +32,7 @@ import json
 import re
 from typing import Any, Sequence
 
-from skyrl_core.tools import example_arguments
-
-from .scanner import (_TOOL_NAME, _TRUNCATED_MSG, ParseResult, TOOL_CALL_CLOSE, TOOL_CALL_OPEN, _Extracted,
-                      parse_with)
+from .scanner import _TOOL_NAME, ParseResult, TOOL_CALL_CLOSE, TOOL_CALL_OPEN, _Extracted, parse_with, prompt_parts
 
 FUNCTION_OPEN = "<function="
 FUNCTION_CLOSE = "</function>"
@@ -69,10 +66,7 @@ class XmlParameterParser:
 
     def tools_prompt(self, tool_schemas: list[dict]) -> str:
         """System-prompt text listing ``tool_schemas`` (OpenAI function schemas) and how to call them."""
-        fns = [s.get("function", s) for s in tool_schemas]
-        listing = "\n".join(json.dumps({"type": "function", "function": fn}, ensure_ascii=False) for fn in fns)
-        example = self.format_call(fns[0].get("name", "tool"), example_arguments(fns[0].get("parameters") or {})) \
-            if fns else ""
+        fns, listing, example = prompt_parts(self.format_call, tool_schemas)
         return ("# Tools\n\nYou can call these functions (their signatures, as JSON Schema, are inside "
                 f"<tools></tools>):\n<tools>\n{listing}\n</tools>\n\n"
                 "To call a function, write it in this form, one <parameter=...> block per argument; values are "
@@ -114,13 +108,15 @@ def _strip_layout(value: str) -> str:
     return value[:-1] if value.endswith("\n") else value
 
 
-def _value_end(text: str, start: int) -> int:
-    """Index of the ``</parameter>`` that ends the value starting at ``start``; -1 when there is none."""
-    at = text.find(PARAMETER_CLOSE, start)
+def value_end(text: str, start: int, close: str = PARAMETER_CLOSE, after: re.Pattern = _AFTER_VALUE) -> int:
+    """Index of the ``close`` tag that ends the raw value starting at ``start``: the first one that ``after``
+    matches right behind (the next parameter, the end of the call, or the end of the text); -1 when there is
+    none. Shared with GLM-4.5's ``</arg_value>``."""
+    at = text.find(close, start)
     while at != -1:
-        if _AFTER_VALUE.match(text, at + len(PARAMETER_CLOSE)):
+        if after.match(text, at + len(close)):
             return at
-        at = text.find(PARAMETER_CLOSE, at + 1)
+        at = text.find(close, at + 1)
     return -1
 
 
@@ -145,7 +141,7 @@ def _extract(text: str, finish_reason: str, types: dict[str, dict[str, Any]]) ->
             if p is None:
                 break
             key = p.group(1).strip()
-            end = _value_end(text, p.end())
+            end = value_end(text, p.end())
             if end == -1:
                 error = "cut" if finish_reason == "length" else \
                     f"parameter '{key}' of '{name}' has no closing </parameter>"
@@ -169,8 +165,7 @@ def _extract(text: str, finish_reason: str, types: dict[str, dict[str, Any]]) ->
                          f"</function>: {json.dumps(rest[:60], ensure_ascii=False)}")
         raw = text[start:i]
         if error == "cut":
-            ex.truncated = True
-            ex.errors.append(_TRUNCATED_MSG)
+            ex.cut()
             last = pos = len(text)
             break
         if error is not None:
