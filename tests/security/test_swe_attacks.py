@@ -200,7 +200,11 @@ async def test_tampering_with_tests_and_runner_configuration_is_dropped(project,
     result = await verify_patch(instance(project), TAMPERING[attack])
     assert result.reward == 0.0, result.metrics
     assert result.metrics["dropped_files"], result.metrics
-    assert result.metrics["tests"]["tests/test_core.py::test_add"] == "FAILED"
+    if "evilplug" in TAMPERING[attack]:  # the plugin it names reaches for pytest's internals: found in the diff
+        assert result.outcome == "tampered" and "test-framework internals" in result.reason, result
+    else:
+        assert result.outcome == "scored", result
+        assert result.metrics["tests"]["tests/test_core.py::test_add"] == "FAILED"
 
 
 CODE_ATTACKS = {
