@@ -9,6 +9,7 @@ code before #30 (the ``old`` column of docs/runtimes.md's table). The project an
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -299,6 +300,29 @@ async def test_forgery_through_bash_and_submit_is_tampering(project):
         result = await swe_tests(None, rt, rt.instance)
     assert (result.reward, result.outcome) == (0.0, "tampered"), result
     assert "must fail but was PASSED" in result.reason, result.reason
+
+
+def test_forgeries_through_skyrl_swe_verify(project, tmp_path):
+    """``skyrl swe verify --predictions``: each hidden attack and the root ``pytest.py`` score 0, tampered; the
+    gold patch 1 (one instance per prediction, the same row)."""
+    import json
+
+    rows, preds = [], []
+    attacks = {f"hidden {name}": init_py(hidden) for name, (_, hidden) in ATTACKS.items()}
+    attacks.update({"pytest.py at the root": diff("pytest.py", None, SHADOW_PYTEST), "gold": GOLD})
+    for k, patch in enumerate(attacks.values()):
+        data = dict(instance(project).data, instance_id=f"calc__calc-{k}")
+        rows.append(json.dumps(data))
+        preds.append(json.dumps({"instance_id": data["instance_id"], "model_patch": patch}))
+    (tmp_path / "rows.jsonl").write_text("\n".join(rows) + "\n")
+    (tmp_path / "preds.jsonl").write_text("\n".join(preds) + "\n")
+    out = subprocess.run([sys.executable, "-m", "skyrl_core.cli", "swe", "verify", str(tmp_path / "rows.jsonl"),
+                          "--predictions", str(tmp_path / "preds.jsonl")], capture_output=True, text=True,
+                         timeout=600, env={**os.environ, "SKYRL_LOAD_PLUGINS": "skyrl-swe"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    results = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    assert [(r["reward"], r["outcome"]) for r in results] == [(0.0, "tampered")] * (len(attacks) - 1) + [
+        (1.0, "scored")], results
 
 
 # -- blame: the agent's doing is tampered, the infrastructure's unverifiable ---------------------------------------

@@ -121,7 +121,7 @@ def verify_command(
             typer.echo(json.dumps({"instance_id": inst.id, "reward": res.reward,
                                    "fail_to_pass": res.metrics.get("fail_to_pass"),
                                    "pass_to_pass": res.metrics.get("pass_to_pass"),
-                                   "error": res.metrics.get("error")}))
+                                   "error": res.metrics.get("error"), "outcome": res.outcome, "reason": res.reason}))
 
     asyncio.run(go())
 

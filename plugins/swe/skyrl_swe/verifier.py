@@ -416,7 +416,8 @@ REACHES = [
                 r"sys\.modules\s*\[\s*['\"](?:_?pytest|unittest)"), "test-framework internals", True),
     (re.compile(r"\bTestCase\s*\.\s*\w+\s*=(?!=)|\bAssertionError\s*=(?!=)"), "the test framework's classes", False),
     (re.compile(r"SKYRL_|skyrl_result_channel|skyrl_launcher"), "the verifier's result channel", False),
-    (re.compile(r"/proc/(?:self|\d+|['\"]\s*\+|\{)"), "/proc of the test process", False),
+    (re.compile(r"/proc/(?:self|thread-self|\d+|\{[^}]*\})/(?:environ|fd|mem|maps|cmdline)|/proc/['\"]\s*[+,%]"),
+     "the test process's /proc files (its environment, descriptors, memory)", False),
     (re.compile(r"\b(?:builtins|__builtins__)\s*(?:\.\s*\w+\s*=(?!=)|\[[^\]]*\]\s*=(?!=))|"
                 r"setattr\(\s*(?:builtins|__builtins__)\b"), "builtins", False),
     (re.compile(r"^(?:@?atexit\.register|os\._exit\s*\(|_exit\s*\(|sys\.exit\s*\(|exit\s*\(|quit\s*\()"),
@@ -662,9 +663,8 @@ async def attempt(instance: Instance, kept: str | None, cls: type, spec: Runtime
 def control_sound(control: Attempt) -> tuple[bool, str]:
     """Whether the control run (the pristine tree, the test patch, the same canaries) shows the verification
     works for this instance: it got to the tests, its run is consistent and every canary behaved."""
-    if control.run is None:
-        return False, control.failure or control.note or f"the control run stopped at {control.stage}"
-    problems = control.suspicious()
+    problems = control.suspicious() if control.run is not None else [
+        control.failure or control.note or f"it stopped at {control.stage}"]
     if problems:
         return False, "the control run without the agent's patch: " + "; ".join(problems)
     return True, "a control run without the agent's patch was consistent and its canaries behaved"
