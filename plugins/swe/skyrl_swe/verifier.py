@@ -1,4 +1,5 @@
-"""The ``swe_tests`` verifier: reward 1 when the agent's patch makes every FAIL_TO_PASS and PASS_TO_PASS test pass.
+"""The ``swe_tests`` verifier: reward 1 when the agent's patch makes every FAIL_TO_PASS and PASS_TO_PASS test pass,
+under the outcome contract (scored / tampered / unverifiable; docs/runtimes.md, "Verifier outcomes").
 
 Procedure (the SWE-bench harness's, with the agent's ways around it closed; docs/runtimes.md):
 
@@ -8,13 +9,19 @@ Procedure (the SWE-bench harness's, with the agent's ways around it closed; docs
    patch touches, ``conftest.py``, ``sitecustomize``/``usercustomize`` (file or package), ``.pth`` files, and the
    files that hold test-runner configuration (``pytest.ini``, ``.pytest.ini``, ``tox.ini``, ``setup.cfg``,
    ``pyproject.toml``, ``noxfile.py``) — and record them in the metrics: every test and test-configuration file
-   is therefore the pristine one;
-3. apply the rest, inside a fresh sandbox holding a pristine copy, then the instance's test patch;
-4. run the tests named by FAIL_TO_PASS and PASS_TO_PASS (their files) with the repository's runner, host pytest
-   plugins off (``PYTEST_DISABLE_PLUGIN_AUTOLOAD``, unless the row sets ``pytest_autoload``), and read per-test
-   results from a pipe the sandbox has no file for (:mod:`skyrl_swe.result_channel`), cross-checked against the
-   collected test ids and pytest's exit status; Django's ``runtests.py`` result lines are cross-checked against
-   its ``Ran N tests`` count and exit code. Any inconsistency is ``error_eval`` with the reason, reward 0.
+   is therefore the pristine one; then scan the rest for tampering (:func:`tamper_findings`: compiled files,
+   runner shadows, reaches for test internals, the channel, ``/proc``, ``builtins``, exits at import);
+3. apply the rest, inside a fresh sandbox holding a pristine copy, then the instance's test patch, then plant
+   canary tests beside the real ones (:func:`plant_canaries`);
+4. run the tests named by FAIL_TO_PASS and PASS_TO_PASS (their files) with the repository's runner, started by
+   :mod:`skyrl_swe.launcher` so the workspace cannot replace it, host pytest plugins off
+   (``PYTEST_DISABLE_PLUGIN_AUTOLOAD``, unless the row sets ``pytest_autoload``), and read per-test results from a
+   pipe the sandbox has no file for (:mod:`skyrl_swe.result_channel`), cross-checked against the collected test
+   ids, pytest's exit status and the canaries' expected statuses; Django's ``runtests.py`` result lines are
+   cross-checked against its ``Ran N tests`` count and exit code, a shell runner's ``-rA`` lines for one status per
+   id and the exit code;
+5. anything inconsistent is re-run as a control on the pristine tree: sound, the agent is blamed (*tampered*);
+   broken too, the infrastructure (*unverifiable*).
 """
 
 from __future__ import annotations
