@@ -537,7 +537,7 @@ async def plant_canaries(runtime: Any, data: dict, tests: list[str], rng: Any = 
         return None
     paths = list(dict.fromkeys(t.split("::", 1)[0] for t in tests if "::" in t))
     files = {path: text for path in paths[:20] if path.endswith(".py")
-             and (text := await asyncio.to_thread(_read_test_file, runtime.workspace, path)) is not None}
+             and (text := await _test_file_text(runtime, path)) is not None}
     if not files:
         return None
     canaries = make_canaries(files, rng)
@@ -547,6 +547,16 @@ async def plant_canaries(runtime: Any, data: dict, tests: list[str], rng: Any = 
         if res.exit_code != 0:
             raise RuntimeError(f"appending canary tests to {path} failed: {res.output[-500:]}")
     return canaries
+
+
+async def _test_file_text(runtime: Any, path: str) -> str | None:
+    """A test file's whole text: read on the host when the runtime's workspace is here, else (a runtime on
+    another node) with ``cat`` inside it — None when it is cut short (output limit) or unreadable."""
+    workspace = getattr(runtime, "workspace", None)
+    if workspace is not None and Path(workspace).is_dir():
+        return await asyncio.to_thread(_read_test_file, workspace, path)
+    res = await runtime.exec(["cat", "--", path], timeout_s=30)
+    return res.output if res.exit_code == 0 and not res.truncated else None
 
 
 def _read_test_file(workspace: Path, path: str) -> str | None:
@@ -717,6 +727,8 @@ async def verify_patch(instance: Instance, patch: str, runtime_cls: type | None 
     if main.canaries is not None:
         metrics["canaries"] = len(main.canaries.expect)
     suspicious = main.suspicious()
+    if suspicious and _stopped_early_and_failing(main, f2p, p2p, data):
+        suspicious = []  # a collection error stopped it before the canaries: a plain failure, no claim to refute
     if main.run is None and not main.failure:  # the patch does not apply or build: blame it only if pristine does
         metrics["error"] = main.note
         if main.stage == "apply":
@@ -754,6 +766,18 @@ async def verify_patch(instance: Instance, patch: str, runtime_cls: type | None 
             metrics["error"] = f"unverifiable: {metrics['control']}"
             return VerifierResult.unverifiable(metrics["control"], metrics)
     return VerifierResult(reward=1.0 if metrics["resolved"] else 0.0, metrics=metrics)
+
+
+def _stopped_early_and_failing(main: Attempt, f2p: list[str], p2p: list[str], data: dict) -> bool:
+    """True when the run's only problems are canaries without a result, pytest itself says it stopped early
+    (exit status 2-4: collection errors, interrupted, usage), and the instance is not resolved anyway: what a
+    patch that breaks an import does. A forged stream that claims success is never excused (it is resolved)."""
+    run = main.run
+    if run is None or run.problems or run.exit_code not in (2, 3, 4):
+        return False
+    if not all(p.endswith(" has no result") for p in canary_problems(run.results, main.canaries)):
+        return False
+    return not grade_tests(without_canaries(run.results, main.canaries), f2p, p2p, convention_of(data)).resolved
 
 
 async def _missing_in_control(instance: Instance, cls: type, spec: RuntimeSpec | None, canaries: Canaries | None,
