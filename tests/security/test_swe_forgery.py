@@ -42,6 +42,18 @@ FORGED_STREAM = textwrap.dedent('''\
         return "".join(json.dumps(e) + "\\n" for e in out).encode()
     ''')
 
+# a sender that reports every failure as a pass and the exit status as 0
+FORGING_SENDER = textwrap.dedent('''\
+    def _forger(send):
+        def _forge(event):
+            if event.get("outcome") == "failed":
+                event["outcome"] = "passed"
+            if event.get("event") == "finish":
+                event["exitstatus"] = 0
+            send(event)
+        return _forge
+    ''')
+
 ATTACKS = {
     # (a) the package's __init__.py neuters pytest
     "runtest replaced by a no-op": (
@@ -75,34 +87,19 @@ ATTACKS = {
             ''')),
     # (c) the result channel's sender rewritten, exit forced to 0
     "channel sender rewritten, exit 0": (
-        textwrap.dedent('''\
+        FORGING_SENDER + textwrap.dedent('''\
             import atexit, os, sys
             _c = sys.modules["skyrl_result_channel"]
-            _send = _c._send
-            def _forge(event):
-                if event.get("outcome") == "failed":
-                    event["outcome"] = "passed"
-                if event.get("event") == "finish":
-                    event["exitstatus"] = 0
-                _send(event)
-            _c._send = _forge
+            _c._send = _forger(_c._send)
             atexit.register(os._exit, 0)
             '''),
-        textwrap.dedent('''\
+        FORGING_SENDER + textwrap.dedent('''\
             import os, sys
             def _arm():
                 import atexit
                 for _c in list(sys.modules.values()):
-                    _send = getattr(_c, "_send", None)
-                    if _send is None or not hasattr(_c, "_FD"):
-                        continue
-                    def _forge(event, _send=_send):
-                        if event.get("outcome") == "failed":
-                            event["outcome"] = "passed"
-                        if event.get("event") == "finish":
-                            event["exitstatus"] = 0
-                        _send(event)
-                    _c._send = _forge
+                    if getattr(_c, "_send", None) is not None and hasattr(_c, "_FD"):
+                        _c._send = _forger(_c._send)
                 atexit.register(getattr(os, "_ex" + "it"), 0)
             _arm()
             ''')),
