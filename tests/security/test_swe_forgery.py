@@ -425,3 +425,28 @@ async def test_a_patch_that_breaks_an_import_is_a_plain_failure(project):
     main = V.Attempt("tests", V.TestRun({ADD: "PASSED", NEG: "PASSED"}, "channel", 2, ""),
                      V.Canaries({}, {"test_parse_empty": "FAILED"}))
     assert not V._stopped_early_and_failing(main, [ADD], [NEG], instance(project).data)
+
+
+def test_canaries_sit_among_the_real_tests_and_touch_what_the_file_imports():
+    import random
+    import re
+
+    source = ("import os\nfrom calc.core import add, neg\n\n\n@decorate\ndef test_add():\n    assert add(2, 3) == 5\n"
+              "\n\nclass TestNeg:\n    def test_neg(self):\n        assert neg(2) == -2\n\n\n"
+              "def test_tail():\n    '''\ndef test_inside_a_string():\n'''\n")
+    ends = 0
+    for seed in range(40):
+        rng = random.Random(seed)
+        canaries = V.make_canaries({"t.py": source}, rng)
+        blocks = canaries.blocks["t.py"]
+        text = V.placed(source, blocks, rng)
+        assert text is not None and text.count("def test_") == source.count("def test_") + 4
+        assert "@decorate\ndef test_add():" in text  # a decorator stays on its function
+        assert all(re.search(r"subject = (os|add|neg)\n", b) for b in blocks)
+        ends += text.rstrip().endswith(blocks[-1].rstrip())
+        namespace = {"decorate": lambda f: f}
+        exec(compile(text.replace("from calc.core import add, neg", "add = neg = abs"), "t.py", "exec"),  # noqa: S102
+             namespace)
+        assert set(canaries.expect) <= {n for n in namespace if n.startswith("test_")}
+    assert ends < 40  # not always at the end
+    assert V.placed("print 'python 2'\n", ["def test_x():\n    pass\n"], random.Random(0)) is None

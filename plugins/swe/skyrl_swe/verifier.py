@@ -485,6 +485,7 @@ class Canaries:
 
     sources: dict[str, str]
     expect: dict[str, str]
+    blocks: dict[str, list[str]] = attrs.Factory(dict)  # {file: each canary's source}
 
 
 def _canary_body(rng: Any, passes: bool) -> str:
@@ -506,16 +507,40 @@ def _canary_body(rng: Any, passes: bool) -> str:
     return f"    name = {word!r}\n    assert len(name) == {expected}\n"
 
 
+def _module_names(tree: Any) -> list[str]:
+    """Names a module binds at its top level by importing (what its tests use of the code under test)."""
+    import ast
+
+    names: list[str] = []
+    for node in getattr(tree, "body", []):
+        if isinstance(node, ast.Import):
+            names += [a.asname or a.name.split(".")[0] for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module != "__future__":
+            names += [a.asname or a.name for a in node.names if a.name != "*"]
+    return [n for n in dict.fromkeys(names) if n.isidentifier() and n not in ("pytest", "unittest")]
+
+
+def _parse(text: str) -> Any:
+    import ast
+
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError):  # another Python's syntax: the canaries are appended, untouched by ast
+        return None
+
+
 def make_canaries(files: dict[str, str], rng: Any = None, failing: int = 2, passing: int = 2) -> Canaries:
     """Canary tests for test ``files`` ({path: current source}): ``failing`` that must fail and ``passing`` that
-    must pass, each named like its neighbours (words of the file's own test names) and put in a random file.
+    must pass, each named like its neighbours (words of the file's own test names), touching a name the file
+    imports (as its real tests touch the code under test), and put in a random file.
     ``rng``: a ``random.Random`` (default: the system's, so nothing in the tree predicts them)."""
     import random
 
     rng = rng or random.SystemRandom()
-    sources = {path: "" for path in files}
+    sources: dict[str, list[str]] = {path: [] for path in files}
     expect: dict[str, str] = {}
     taken = {name for text in files.values() for name in re.findall(r"def (test\w*)", text)}
+    imported = {path: _module_names(_parse(text)) for path, text in files.items()}
     for passes in [False] * failing + [True] * passing:
         path = rng.choice(sorted(files))
         words = [w for name in re.findall(r"def test_(\w+)", files[path]) for w in name.split("_") if w.isalpha()]
@@ -526,15 +551,52 @@ def make_canaries(files: dict[str, str], rng: Any = None, failing: int = 2, pass
                 break
         taken.add(name)
         expect[name] = PASSED if passes else FAILED
-        sources[path] += f"\n\ndef {name}():\n{_canary_body(rng, passes)}"
-    return Canaries({p: text for p, text in sources.items() if text}, expect)
+        touch = f"    subject = {rng.choice(imported[path])}\n" if imported[path] else ""
+        sources[path].append(f"def {name}():\n{touch}{_canary_body(rng, passes)}")
+    return Canaries({p: "".join(f"\n\n{b}" for b in blocks) for p, blocks in sources.items() if blocks}, expect,
+                    {p: blocks for p, blocks in sources.items() if blocks})
+
+
+def placed(text: str, blocks: list[str], rng: Any) -> str | None:
+    """``text`` with each canary ``block`` put before a random top-level statement after the imports (so it sits
+    among the real tests, not after them); None when that cannot be done safely (the file does not parse here,
+    holds undecodable bytes, or the result would not parse with the same top-level names plus the canaries)."""
+    import ast
+
+    tree = _parse(text)
+    if tree is None or "\ufffd" in text or not blocks:
+        return None
+    lines = text.splitlines(keepends=True)
+    starts = sorted({min([n.lineno] + [d.lineno for d in getattr(n, "decorator_list", [])]) for n in tree.body
+                     if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))})
+    if not starts:
+        return None
+    chosen: dict[int, list[str]] = {}
+    for block in blocks:
+        chosen.setdefault(rng.choice(starts + [len(lines) + 1]), []).append(block)
+    out: list[str] = []
+    for number, line in enumerate(lines + [""], start=1):
+        for block in chosen.get(number, []):
+            out.append(("\n" if out and not out[-1].endswith("\n") else "") + block + "\n\n")
+        out.append(line)
+    result = "".join(out)
+    new = _parse(result)
+    top = lambda t: [getattr(n, "name", None) for n in t.body]  # noqa: E731
+    if new is None or sorted(filter(None, top(new))) != sorted(filter(None, top(tree))) + [] and sorted(
+            filter(None, top(new))) != sorted(list(filter(None, top(tree))) + [b.split("(")[0][4:] for b in blocks]):
+        return None
+    return result
 
 
 async def plant_canaries(runtime: Any, data: dict, tests: list[str], rng: Any = None) -> Canaries | None:
-    """Append canaries (:func:`make_canaries`) to the pytest files of ``tests`` inside ``runtime`` (never on the
-    host: the tree holds the agent's patch); None when the run is not a pytest run or no file takes them."""
+    """Put canaries (:func:`make_canaries`) among the tests of the pytest files of ``tests`` inside ``runtime``
+    (never on the host: the tree holds the agent's patch) — placed between the file's own top-level definitions
+    where :func:`placed` can, else appended; None when the run is not a pytest run or no file takes them."""
+    import random
+
     if runner_kind(data) != "pytest":
         return None
+    rng = rng or random.SystemRandom()
     paths = list(dict.fromkeys(t.split("::", 1)[0] for t in tests if "::" in t))
     files = {path: text for path in paths[:20] if path.endswith(".py")
              and (text := await _test_file_text(runtime, path)) is not None}
@@ -542,11 +604,17 @@ async def plant_canaries(runtime: Any, data: dict, tests: list[str], rng: Any = 
         return None
     canaries = make_canaries(files, rng)
     for path, text in canaries.sources.items():
-        res = await runtime.exec(["sh", "-c", 'printf "\\n" >> "$1" && cat >> "$1"', "skyrl", path], stdin=text,
-                                 timeout_s=30)
-        if res.exit_code != 0:
-            raise RuntimeError(f"appending canary tests to {path} failed: {res.output[-500:]}")
+        whole = placed(files[path], canaries.blocks[path], rng)
+        await write_canaries(runtime, path, text if whole is None else whole, append=whole is None)
     return canaries
+
+
+async def write_canaries(runtime: Any, path: str, text: str, append: bool = True) -> None:
+    """Append ``text`` to ``path`` (or replace the file's content with it) inside ``runtime``."""
+    script = 'printf "\\n" >> "$1" && cat >> "$1"' if append else 'cat > "$1"'
+    res = await runtime.exec(["sh", "-c", script, "skyrl", path], stdin=text, timeout_s=30)
+    if res.exit_code != 0:
+        raise RuntimeError(f"writing canary tests to {path} failed: {res.output[-500:]}")
 
 
 async def _test_file_text(runtime: Any, path: str) -> str | None:
@@ -664,9 +732,8 @@ async def attempt(instance: Instance, kept: str | None, cls: type, spec: Runtime
                 out.canaries = await plant_canaries(check, data, tests, rng)
             else:
                 out.canaries = canaries
-                for path, text in canaries.sources.items():
-                    await check.exec(["sh", "-c", 'printf "\\n" >> "$1" && cat >> "$1"', "skyrl", path],
-                                     stdin=text, timeout_s=30)
+                for path, text in canaries.sources.items():  # the control only shows they behave: appended
+                    await write_canaries(check, path, text)
             out.run = await run_tests(check, data, tests)
         except Exception as exc:  # the runtime died or a step raised with the tree in place
             log.warning("instance %s: verification step %s failed: %s: %s", instance.id, out.stage,
