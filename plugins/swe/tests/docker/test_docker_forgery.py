@@ -59,6 +59,9 @@ async def verify(inst, patch: str, cls=DockerRuntime):
 async def test_attack_hidden_from_the_scan_betrays_itself_in_docker(calc, attack):
     _, hidden = F.ATTACKS[attack]
     result = await verify(A.instance(calc), F.init_py(hidden))
+    if attack in F.FORGER_FINDS_NOTHING:  # the descriptor it names is closed: an honest failure
+        assert (result.reward, result.outcome, result.metrics["tests"][ADD]) == (0.0, "scored", "FAILED"), result
+        return
     assert (result.reward, result.outcome) == (0.0, "tampered"), result
     assert "canary test" in result.reason
 
