@@ -445,6 +445,9 @@ def test_scan_spares_honest_code_and_the_test_frameworks_own_source():
     assert V.tamper_findings(framework) == []
     assert V.tamper_findings(diff("calc/plug.py", None, "def runtest(self):\n    pass\n"))
     assert V.tamper_findings(diff("src/pytest.py", None, "x = 1\n"))
+    assert V.tamper_findings(diff("pluggy/__init__.py", None, "x = 1\n"))
+    assert V.tamper_findings(diff("src/_pytest/newer.py", None, "x = 1\n")) == []  # a fix to pytest itself
+    assert V.tamper_findings("diff --git a/ b/\n") == []  # a header without a path: nothing to scan
     assert V.tamper_findings(diff("calc/__pycache__/core.cpython-312.pyc", None, "x"))
 
 

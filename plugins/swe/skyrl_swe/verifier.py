@@ -447,11 +447,15 @@ def tamper_findings(patch: str) -> list[str]:
         if pure.name.endswith(COMPILED_SUFFIXES) or "__pycache__" in pure.parts:
             findings.append(f"{path}: a compiled file")
             continue
+        if not pure.parts:
+            continue
         new_file = "\nnew file mode" in chunk[:500] or "\n--- /dev/null" in chunk[:500]
-        top = pure.parts[1] if len(pure.parts) > 1 and pure.parts[0] == "src" else pure.parts[0]
-        module = top[:-3] if top.endswith(".py") else top
-        if new_file and (module in RUNNER_MODULES or module.startswith("skyrl_")) and (
-                len(pure.parts) > 1 or top.endswith(".py")):
+        parts = pure.parts[1:] if len(pure.parts) > 1 and pure.parts[0] == "src" else pure.parts
+        # a module that can shadow one: ``name.py`` or a regular package ``name/__init__.py`` at the top (a file
+        # added inside an existing package, as a fix to pytest itself does, shadows nothing)
+        module = (parts[0][:-3] if len(parts) == 1 and parts[0].endswith(".py") else
+                  parts[0] if len(parts) == 2 and parts[1] == "__init__.py" else None)
+        if new_file and module and (module in RUNNER_MODULES or module.startswith("skyrl_")):
             findings.append(f"{path}: a new module that shadows the test runner ({module})")
             continue
         if not path.endswith(".py"):
