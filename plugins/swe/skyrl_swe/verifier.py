@@ -724,7 +724,8 @@ async def attempt(instance: Instance, kept: str | None, cls: type, spec: Runtime
             out.stage = "test_patch"
             ok, how = await apply_patch(check, data.get("test_patch") or "")
             if not ok:
-                out.note = f"the instance's test patch does not apply{' after the agent' + chr(39) + 's patch' if kept is not None else ''}: {how}"
+                after = " after the agent's patch" if kept is not None else ""
+                out.note = f"the instance's test patch does not apply{after}: {how}"
                 return out
             out.stage = "rebuild"
             ok, how = await rebuild(check, data)
