@@ -485,3 +485,11 @@ def test_canaries_sit_among_the_real_tests_and_touch_what_the_file_imports():
         assert set(canaries.expect) <= {n for n in namespace if n.startswith("test_")}
     assert ends < 40  # not always at the end
     assert V.placed("print 'python 2'\n", ["def test_x():\n    pass\n"], random.Random(0)) is None
+
+
+async def test_gold_1_under_a_configuration_that_turns_warnings_into_errors(project):
+    """The launcher loads the channel plugin before the workspace is importable and hands it to pytest as an
+    object: named with ``-p`` it would be a module pytest cannot rewrite, a warning, an error here."""
+    strict = instance(project, test_patch=diff("pytest.ini", None, "[pytest]\nfilterwarnings =\n    error\n"))
+    gold = await verify_patch(strict, GOLD)
+    assert (gold.reward, gold.outcome) == (1.0, "scored"), gold

@@ -12,7 +12,7 @@ Django's ``tests/runtests.py``) from the read-only directory that also holds the
 - pytest, pluggy and the result-channel plugin are imported from the environment and this directory, with every
   workspace entry off ``sys.path``; only then does ``sys.path`` become what ``python -m pytest`` in the workspace
   would have (the working directory, ``$PYTHONPATH``, the environment), and pytest runs from the modules already
-  loaded.
+  loaded, with the channel plugin registered as an object.
 
 Standard library only, Python 3.6 and later (it runs in the instance's environment).
 """
@@ -69,13 +69,13 @@ def main(argv):
     if mode == "--pytest":
         import pytest  # noqa: F401  (the environment's, before the workspace is importable)
         import _pytest.config  # noqa: F401
-        import skyrl_result_channel  # noqa: F401  (this directory's; ``-p skyrl_result_channel`` finds it loaded)
+        import skyrl_result_channel  # this directory's, handed to pytest as an object (not ``-p``, which
+        # would warn that it cannot rewrite an imported module: an error under ``filterwarnings = error``)
         for name in ("unittest", "doctest", "pdb", "inspect", "json", "warnings", "argparse", "tempfile"):
             __import__(name)
         sys.path[:] = [WORKSPACE] + _final_path(started)
         sys.argv = ["pytest"] + args
-        run = getattr(pytest, "console_main", None) or pytest.main
-        sys.exit(run())
+        sys.exit(int(pytest.main(args, plugins=[skyrl_result_channel])))
     if mode == "--script":
         import runpy
 

@@ -373,7 +373,7 @@ async def run_tests(runtime: Any, data: dict, tests: list[str], timeout_s: float
     base = (data.get("test_cmd") or "python -m pytest").split()
     options = base[1:] if base[0] == "pytest" else base[3:]
     plugins = [a for p in data.get("pytest_plugins") or [] for a in ("-p", str(p))]
-    args = ["-p", "skyrl_result_channel", *options, "-p", "no:cacheprovider", *plugins, "-q", *files]
+    args = [*options, "-p", "no:cacheprovider", *plugins, "-q", *files]  # the launcher registers the channel
     python = "python" if base[0] == "pytest" else base[0]
     where = _launcher_dir(runtime)
     argv = launched(python, where, "--pytest", args)
