@@ -184,6 +184,16 @@ def test_verifier_cases(answer, message, reference, reward, parsed):
     assert result.metrics["reference"] == reference
 
 
+def test_a_reference_without_a_number_is_unverifiable_not_a_zero():
+    """A broken row says nothing about the policy: masked (docs/runtimes.md, "Verifier outcomes"), never trained
+    as a wrong answer; a right answer to a good row is scored."""
+    broken = Instance(id="x", data={"question": "q", "answer": "see the solution", "solution": ""})
+    result = gsm8k_answer(traj("18"), None, broken)
+    assert (result.outcome, result.reward) == ("unverifiable", 0.0) and "holds no number" in result.reason
+    good = gsm8k_answer(traj("18"), None, Instance(id="y", data={"question": "q", "answer": "18", "solution": ""}))
+    assert (good.outcome, good.reward) == ("scored", 1.0)
+
+
 async def test_registered_task_builder_and_verifier(plugins):
     registry = plugins.registry
     task = registry.get("tasks", "gsm8k")

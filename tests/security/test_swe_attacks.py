@@ -200,7 +200,11 @@ async def test_tampering_with_tests_and_runner_configuration_is_dropped(project,
     result = await verify_patch(instance(project), TAMPERING[attack])
     assert result.reward == 0.0, result.metrics
     assert result.metrics["dropped_files"], result.metrics
-    assert result.metrics["tests"]["tests/test_core.py::test_add"] == "FAILED"
+    if "evilplug" in TAMPERING[attack]:  # the plugin it names reaches for pytest's internals: found in the diff
+        assert result.outcome == "tampered" and "test-framework internals" in result.reason, result
+    else:
+        assert result.outcome == "scored", result
+        assert result.metrics["tests"]["tests/test_core.py::test_add"] == "FAILED"
 
 
 CODE_ATTACKS = {
@@ -213,26 +217,35 @@ CODE_ATTACKS = {
 }
 
 
+@pytest.fixture
+def no_scan(monkeypatch):
+    """The verifier's diff scan off (it finds exits and /proc at import): the run's own cross-checks decide."""
+    from skyrl_swe import verifier
+
+    monkeypatch.setattr(verifier, "tamper_findings", lambda patch: [])
+
+
 @pytest.mark.parametrize("attack", list(CODE_ATTACKS))
-async def test_code_under_test_cannot_write_its_reward(project, attack):
+async def test_code_under_test_cannot_write_its_reward(project, attack, no_scan):
     source, reason = CODE_ATTACKS[attack]
     result = await verify_patch(instance(project), diff("calc/__init__.py", "", source))
     assert result.metrics["patch_applied"] and result.metrics["dropped_files"] == []
     assert result.reward == 0.0, result.metrics
-    if reason:
+    if reason:  # an inconsistent run, and the pristine control is not: the agent's doing
         assert reason in result.metrics["error_eval"], result.metrics
+        assert result.outcome == "tampered", result
     assert result.metrics["tests"]["tests/test_core.py::test_add"] != "PASSED"
 
 
-async def test_forged_lines_on_the_django_runner_are_an_error_eval(project):
+async def test_forged_lines_on_the_django_runner_are_tampering(project):
     forged = ("import sys\nsys.stderr.write('test_add (tests.unit_core.CoreTests) ... ok\\n')\n")
     result = await verify_patch(django_instance(project), diff("calc/__init__.py", "", forged))
-    assert result.reward == 0.0, result.metrics
+    assert (result.reward, result.outcome) == (0.0, "tampered"), result
     assert "result lines" in result.metrics["error_eval"], result.metrics
 
 
-async def test_exit_0_with_failures_on_the_django_runner_is_an_error_eval(project):
+async def test_exit_0_with_failures_on_the_django_runner_is_tampering(project, no_scan):
     source = "import atexit, os\natexit.register(lambda: os._exit(0))\n"
     result = await verify_patch(django_instance(project), diff("calc/__init__.py", "", source))
-    assert result.reward == 0.0
+    assert (result.reward, result.outcome) == (0.0, "tampered"), result
     assert "exited 0 although tests failed" in result.metrics["error_eval"], result.metrics

@@ -84,8 +84,9 @@ _VERDICT = re.compile(r"^\s*VERDICT:\s*(CORRECT|INCORRECT)\s*$", re.IGNORECASE)
 
 
 class JudgeError(Exception):
-    """The judge could not give a verdict (engine failure or a reply that is not exactly one verdict line).
-    Raised out of the verifier, so the trajectory ends ``error_eval`` and is masked, never scored 0."""
+    """The judge could not give a verdict (engine failure or a reply that is not exactly one verdict line), or
+    is not configured. :func:`llm_judge` turns a failed verdict into *unverifiable* or *tampered* (a control
+    question decides); only a missing setting is raised out of the verifier."""
 
 
 def parse_verdict(reply: str) -> bool:
@@ -112,7 +113,10 @@ def judge_prompt(template: str, question: str, gold: str, answer: str) -> str:
 async def llm_judge(trajectory: Any, runtime: Any, instance: Any) -> VerifierResult:
     """Reward 1 when the judge engine (runtime option ``judge: {model, engine}``) says CORRECT. The prompt is
     runtime option ``judge_prompt`` (placeholders {question}, {gold}, {answer}). A trajectory without an answer
-    scores 0 without asking; a judge failure raises JudgeError (``error_eval``). Metrics add ``em``/``f1``."""
+    scores 0 without asking; a missing judge setting raises JudgeError. When the judge fails or its reply does not
+    parse, a control question (the gold answer as the candidate) decides the blame: the judge answers it, so the
+    agent's answer broke the judge (*tampered*, reward 0), or it does not (*unverifiable*: masked, never a 0
+    trained on; docs/runtimes.md, "Verifier outcomes"). Metrics add ``em``/``f1``, ``judge_correct``."""
     from .summary import SideEngineError, complete, side_engine
 
     scores = answer_scores(trajectory, instance)
@@ -124,13 +128,27 @@ async def llm_judge(trajectory: Any, runtime: Any, instance: Any) -> VerifierRes
         raise JudgeError("verifier llm_judge needs runtime option 'judge: {model: ..., engine: {type: ...}}'")
     try:
         engine = await side_engine(options["judge"], None, "judge")
-    except SideEngineError as exc:
+    except SideEngineError as exc:  # a configuration error: loud
         raise JudgeError(str(exc)) from None
-    prompt = judge_prompt(options.get("judge_prompt", DEFAULT_JUDGE_PROMPT), instance.data["question"],
-                          " | ".join(instance.data.get("answers") or []), str(trajectory.answer))
+    template = options.get("judge_prompt", DEFAULT_JUDGE_PROMPT)
+    gold = " | ".join(instance.data.get("answers") or [])
+
+    async def verdict(candidate: str) -> bool:
+        prompt = judge_prompt(template, instance.data["question"], gold, candidate)
+        try:
+            reply = await complete(engine, [{"role": "user", "content": prompt}], max_tokens=32)
+        except Exception as exc:
+            raise JudgeError(f"judge engine failed: {type(exc).__name__}: {exc}") from None
+        return parse_verdict(reply)
+
     try:
-        reply = await complete(engine, [{"role": "user", "content": prompt}], max_tokens=32)
-    except Exception as exc:
-        raise JudgeError(f"judge engine failed: {type(exc).__name__}: {exc}") from None
-    correct = parse_verdict(reply)
+        correct = await verdict(str(trajectory.answer))
+    except JudgeError as exc:
+        try:
+            await verdict(gold)
+        except JudgeError as control:
+            return VerifierResult.unverifiable(f"{exc}; the control question (the gold answer) failed too: {control}",
+                                               {**metrics, "judge_error": str(exc)})
+        return VerifierResult.tampered(f"{exc}; the judge answered the control question (the gold answer)",
+                                       {**metrics, "judge_correct": 0.0, "judge_error": str(exc)})
     return VerifierResult(reward=float(correct), metrics={**metrics, "judge_correct": float(correct)})

@@ -52,10 +52,11 @@ async def test_a_long_page_is_summarised_in_two_stages_and_keeps_its_source(tmp_
     assert again.output == out.output and rt.metrics["cache_hits"] == 2
 
 
-async def test_the_judge_model_s_unparseable_verdict_is_an_error_not_a_zero():
-    """SmolLM2-135M does not answer in the verdict format (measured: it writes a sentence), so llm_judge raises
-    JudgeError, which the rollout turns into error_eval (masked); a larger judge model is needed for rewards."""
-    from skyrl_deep_research.verifiers import JudgeError, llm_judge
+async def test_the_judge_model_s_unparseable_verdict_is_unverifiable_not_a_zero():
+    """SmolLM2-135M does not answer in the verdict format (measured: it writes a sentence), for the control
+    question (the gold answer) either, so llm_judge's verdict is unverifiable, which the rollout turns into
+    error_eval (masked); a larger judge model is needed for rewards."""
+    from skyrl_deep_research.verifiers import llm_judge
 
     class Runtime:
         options = {"judge": SMOLLM2}
@@ -67,8 +68,9 @@ async def test_the_judge_model_s_unparseable_verdict_is_an_error_not_a_zero():
     traj.answer = "GmbH"
     inst = Instance(id="q", data={"question": "What does GmbH stand for?",
                                   "answers": ["Gesellschaft mit beschränkter Haftung"]})
-    with pytest.raises(JudgeError, match="judge reply is not exactly one 'VERDICT"):
-        await llm_judge(traj, Runtime(), inst)
+    result = await llm_judge(traj, Runtime(), inst)
+    assert result.outcome == "unverifiable" and "the control question (the gold answer) failed too" in result.reason
+    assert "judge reply is not exactly one 'VERDICT" in result.reason
 
 
 def _skyrl(*args: str, timeout: int = 1500) -> subprocess.CompletedProcess:

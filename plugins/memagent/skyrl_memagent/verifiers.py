@@ -152,7 +152,8 @@ async def hotpotqa_judge(trajectory: Any, runtime: Any, instance: Any) -> Verifi
 
     The judge sees the question, the gold answer and the (length-capped, tag-fenced) prediction and must reply
     with a verdict word; anything else is WRONG. Raises RuntimeError naming the setting when no judge is
-    configured, or the server when the call fails (the rollout records ``error_eval``; the batch goes on).
+    configured. A failed call is *unverifiable* (masked, counted) when the gold answer as a control question
+    fails too, else *tampered* (the prediction broke the judge; docs/runtimes.md, "Verifier outcomes").
     Metrics add ``judge`` (1/0) and ``judge_reply`` (its first 80 characters)."""
     m = answer_metrics(trajectory, instance)
     if m["prediction"] is None:
@@ -165,19 +166,32 @@ async def hotpotqa_judge(trajectory: Any, runtime: Any, instance: Any) -> Verifi
                            "http://127.0.0.1:8000/v1, `skyrl serve`) or data.options judge.base_url")
     import httpx
 
-    prompt = JUDGE_PROMPT.format(question=instance.data["question"], gold=m["gold"],
-                                 prediction=m["prediction"].replace("</candidate>", "</ candidate>"))
     headers = {"Authorization": f"Bearer {settings['api_key']}"} if settings["api_key"] else {}
-    body = {"model": settings["model"], "messages": [{"role": "user", "content": prompt}],
-            "max_tokens": 4, "temperature": 0.0}
     url = settings["base_url"].rstrip("/") + "/chat/completions"
-    async with httpx.AsyncClient(timeout=60.0) as client:
+
+    async def ask(client: Any, prediction: str) -> str:
+        prompt = JUDGE_PROMPT.format(question=instance.data["question"], gold=m["gold"],
+                                     prediction=prediction.replace("</candidate>", "</ candidate>"))
+        body = {"model": settings["model"], "messages": [{"role": "user", "content": prompt}],
+                "max_tokens": 4, "temperature": 0.0}
         try:
             resp = await client.post(url, json=body, headers=headers)
             resp.raise_for_status()
-            reply = resp.json()["choices"][0]["message"]["content"] or ""
+            return resp.json()["choices"][0]["message"]["content"] or ""
         except (httpx.HTTPError, KeyError, IndexError, TypeError, json.JSONDecodeError) as exc:
             raise RuntimeError(f"hotpotqa_judge: the judge at {url} failed: {type(exc).__name__}: {exc}") from None
+
+    async with httpx.AsyncClient(timeout=60.0) as client:
+        try:
+            reply = await ask(client, m["prediction"])
+        except RuntimeError as exc:  # the gold answer as a control question decides who broke the judge
+            try:
+                await ask(client, m["gold"])
+            except RuntimeError as control:
+                return VerifierResult.unverifiable(f"{exc}; the control question (the gold answer) failed too: "
+                                                   f"{control}", {**m, "judge": 0.0, "judge_reply": None})
+            return VerifierResult.tampered(f"{exc}; the judge answered the control question (the gold answer)",
+                                           {**m, "judge": 0.0, "judge_reply": None})
     words = re.findall(r"[A-Za-z]+", reply)
     verdict = float(bool(words) and words[0].upper() == "CORRECT")
     return VerifierResult(reward=verdict, metrics={**m, "judge": verdict, "judge_reply": reply[:80]})

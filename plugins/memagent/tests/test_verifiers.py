@@ -98,6 +98,9 @@ class _Judge(BaseHTTPRequestHandler):
         prompt = body["messages"][0]["content"]
         type(self).prompts.append(prompt)
         candidate = prompt.split("<candidate>\n", 1)[1].split("\n</candidate>", 1)[0]
+        if "\x00BREAK" in candidate:  # a prediction this judge chokes on (the gold answer does not)
+            self.send_error(500)
+            return
         verdict = "CORRECT" if "GmbH" in candidate else "WRONG"
         data = json.dumps({"choices": [{"message": {"role": "assistant", "content": verdict}}]}).encode()
         self.send_response(200)
@@ -147,5 +150,11 @@ async def test_the_judge_names_its_missing_setting_and_a_dead_server(monkeypatch
     with pytest.raises(RuntimeError, match="set SKYRL_JUDGE_BASE_URL"):
         await hotpotqa_judge(traj("GmbH"), None, instance())
     monkeypatch.setenv("SKYRL_JUDGE_BASE_URL", "http://127.0.0.1:9/v1")
-    with pytest.raises(RuntimeError, match=r"the judge at http://127.0.0.1:9/v1/chat/completions failed"):
-        await hotpotqa_judge(traj("GmbH"), None, instance())
+    dead = await hotpotqa_judge(traj("GmbH"), None, instance())  # the control question fails too: no verdict
+    assert dead.outcome == "unverifiable" and "control question (the gold answer) failed too" in dead.reason
+    assert "the judge at http://127.0.0.1:9/v1/chat/completions failed" in dead.reason
+
+
+async def test_attack_a_prediction_that_breaks_the_judge_is_tampering_not_masked(judge_url):
+    r = await hotpotqa_judge(traj("GmbH\x00BREAK"), None, instance())
+    assert (r.reward, r.outcome) == (0.0, "tampered") and "answered the control question" in r.reason

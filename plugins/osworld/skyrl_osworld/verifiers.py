@@ -2,8 +2,9 @@
 
 ``miniwob_reward``: the MiniWoB++ page's ``WOB_RAW_REWARD_GLOBAL`` (1 = solved); reward 1.0 when it is positive,
 else 0.0. A page the agent navigated away from scores 0. ``osworld_evaluate``: DesktopEnv's ``evaluate()``
-(the task config's evaluator), through the ``osworld`` runtime. Both mark a trajectory whose runtime died
-``error_runtime`` (loss-masked, reward 0): a killed browser says nothing about the policy.
+(the task config's evaluator), through the ``osworld`` runtime. Both answer *unverifiable* for a trajectory
+whose runtime died (loss-masked, counted; docs/runtimes.md, "Verifier outcomes"): a killed browser says nothing
+about the policy.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ def _runtime_died(trajectory: Any, runtime: Any) -> VerifierResult | None:
     trajectory.finish_reason = ERROR_RUNTIME
     trajectory.masked = True
     trajectory.error = f"{ERROR_RUNTIME}: {dead}"
-    return VerifierResult(reward=0.0, metrics={"success": 0.0, "runtime_died": dead})
+    return VerifierResult.unverifiable(f"the runtime died: {dead}", {"success": 0.0, "runtime_died": dead})
 
 
 async def miniwob_reward(trajectory: Any, runtime: Any, instance: Instance) -> VerifierResult:

@@ -175,7 +175,8 @@ async def test_a_lost_desktop_ends_only_its_trajectory_as_error_runtime(bridge):
     result = await osworld_action_tool.call({"code": "pyautogui.click(1, 1)"}, ToolContext(runtime=rt))
     assert result.finish and "unreachable" in result.metadata["runtime_died"]
     t = Trajectory(instance_id=inst.id, sample_index=0, task="osworld", group_id=inst.id)
-    assert (await osworld_evaluate(t, rt, inst)).reward == 0.0
+    lost = await osworld_evaluate(t, rt, inst)
+    assert (lost.reward, lost.outcome) == (0.0, "unverifiable") and "unreachable" in lost.reason
     assert t.finish_reason == ERROR_RUNTIME and t.masked
     await rt.close()
 

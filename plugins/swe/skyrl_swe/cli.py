@@ -132,7 +132,7 @@ def verify_command(
                 row = {"instance_id": inst.id, "outcome": res.outcome, "reward": res.reward,
                        "fail_to_pass": res.metrics.get("fail_to_pass"),
                        "pass_to_pass": res.metrics.get("pass_to_pass"),
-                       "error": res.reason or res.metrics.get("error")}
+                       "error": res.metrics.get("error"), "reason": res.reason}
             rows.append(row)
             typer.echo(json.dumps(row))
 

@@ -227,9 +227,9 @@ class DockerRuntime(Runtime):
         if self.result_channel:
             self.channel_dir = str(Path(self._tmp) / "channel")
             os.mkdir(self.channel_dir, 0o755)
-            plugin = Path(self.channel_dir) / "skyrl_result_channel.py"
-            plugin.write_text((Path(__file__).parent / "result_channel.py").read_text())
-            plugin.chmod(0o644)
+            from .verifier import write_channel_files
+
+            write_channel_files(Path(self.channel_dir))  # the result-channel plugin and the runner launcher
             volumes[self.channel_dir] = {"bind": CHANNEL, "mode": "ro"}
             caps = ["SETUID", "SETGID"]  # the channel opener drops from root to the user (see exec_with_channel)
         mib = 1024 * 1024

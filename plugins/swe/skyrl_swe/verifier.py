@@ -1,4 +1,5 @@
-"""The ``swe_tests`` verifier: reward 1 when the agent's patch makes every FAIL_TO_PASS and PASS_TO_PASS test pass.
+"""The ``swe_tests`` verifier: reward 1 when the agent's patch makes every FAIL_TO_PASS and PASS_TO_PASS test pass,
+under the outcome contract (scored / tampered / unverifiable; docs/runtimes.md, "Verifier outcomes").
 
 Procedure (the SWE-bench harness's, with the agent's ways around it closed; docs/runtimes.md):
 
@@ -8,13 +9,19 @@ Procedure (the SWE-bench harness's, with the agent's ways around it closed; docs
    patch touches, ``conftest.py``, ``sitecustomize``/``usercustomize`` (file or package), ``.pth`` files, and the
    files that hold test-runner configuration (``pytest.ini``, ``.pytest.ini``, ``tox.ini``, ``setup.cfg``,
    ``pyproject.toml``, ``noxfile.py``) — and record them in the metrics: every test and test-configuration file
-   is therefore the pristine one;
-3. apply the rest, inside a fresh sandbox holding a pristine copy, then the instance's test patch;
-4. run the tests named by FAIL_TO_PASS and PASS_TO_PASS (their files) with the repository's runner, host pytest
-   plugins off (``PYTEST_DISABLE_PLUGIN_AUTOLOAD``, unless the row sets ``pytest_autoload``), and read per-test
-   results from a pipe the sandbox has no file for (:mod:`skyrl_swe.result_channel`), cross-checked against the
-   collected test ids and pytest's exit status; Django's ``runtests.py`` result lines are cross-checked against
-   its ``Ran N tests`` count and exit code. Any inconsistency is ``error_eval`` with the reason, reward 0.
+   is therefore the pristine one; then scan the rest for tampering (:func:`tamper_findings`: compiled files,
+   runner shadows, reaches for test internals, the channel, ``/proc``, ``builtins``, exits at import);
+3. apply the rest, inside a fresh sandbox holding a pristine copy, then the instance's test patch, then plant
+   canary tests beside the real ones (:func:`plant_canaries`);
+4. run the tests named by FAIL_TO_PASS and PASS_TO_PASS (their files) with the repository's runner, started by
+   :mod:`skyrl_swe.launcher` so the workspace cannot replace it, host pytest plugins off
+   (``PYTEST_DISABLE_PLUGIN_AUTOLOAD``, unless the row sets ``pytest_autoload``), and read per-test results from a
+   pipe the sandbox has no file for (:mod:`skyrl_swe.result_channel`), cross-checked against the collected test
+   ids, pytest's exit status and the canaries' expected statuses; Django's ``runtests.py`` result lines are
+   cross-checked against its ``Ran N tests`` count and exit code, a shell runner's ``-rA`` lines for one status per
+   id and the exit code;
+5. anything inconsistent is re-run as a control on the pristine tree: sound, the agent is blamed (*tampered*);
+   broken too, the infrastructure (*unverifiable*).
 """
 
 from __future__ import annotations
@@ -215,6 +222,17 @@ def runner_env(data: dict) -> dict[str, str]:
 
 
 _CHANNEL_DIR: list[str] = []
+# what a channel directory holds: {name there: source module}: the result-channel plugin and the launcher
+CHANNEL_FILES = {"skyrl_result_channel.py": "result_channel.py", "skyrl_launcher.py": "launcher.py"}
+
+
+def write_channel_files(directory: Path) -> None:
+    """Write the result-channel plugin and the runner launcher (:mod:`skyrl_swe.launcher`) into ``directory``
+    (a host directory a sandbox or container mounts read-only), world-readable."""
+    for name, source in CHANNEL_FILES.items():
+        target = directory / name
+        target.write_text((Path(__file__).parent / source).read_text())
+        target.chmod(0o644)
 
 
 def channel_dir() -> str:
@@ -226,9 +244,7 @@ def channel_dir() -> str:
 
         path = tempfile.mkdtemp(prefix="skyrl-channel-")
         os.chmod(path, 0o755)
-        target = Path(path) / "skyrl_result_channel.py"
-        target.write_text((Path(__file__).parent / "result_channel.py").read_text())
-        target.chmod(0o644)
+        write_channel_files(Path(path))
         _CHANNEL_DIR.append(path)
     return _CHANNEL_DIR[0]
 
@@ -377,43 +393,343 @@ async def _exec_with_channel(runtime: Any, argv: list[str], env: dict[str, str],
         argv, timeout_s=timeout_s, env={**env, "SKYRL_RESULT_FD": str(write_fd)}, pass_fds=(write_fd,)))
 
 
+def _launcher_dir(runtime: Any) -> str:
+    """Where the channel plugin and the launcher are inside ``runtime`` (mounted read-only for this run)."""
+    if hasattr(runtime, "exec_with_channel"):
+        return runtime.channel_path
+    if channel_dir() not in runtime.ro_paths:
+        runtime.ro_paths.append(channel_dir())
+    return channel_dir()
+
+
+def launched(python: str, where: str, mode: str, args: list[str]) -> list[str]:
+    """``python`` started so that the workspace cannot replace the runner (:mod:`skyrl_swe.launcher`)."""
+    return [python, "-E", "-s", "-S", f"{where}/skyrl_launcher.py", mode, *args]
+
+
 async def run_tests(runtime: Any, data: dict, tests: list[str], timeout_s: float = TEST_TIMEOUT_S) -> TestRun:
     """Run ``tests`` in ``runtime`` (whose workspace holds the patched repository) and collect per-test results
-    with the cross-checks of :func:`read_channel` / :func:`django_problems`."""
+    with the cross-checks of :func:`read_channel` / :func:`django_problems` / :func:`command_problems`. pytest
+    and Django's runner start through the launcher (the workspace is not importable until the runner is loaded)."""
     kind = runner_kind(data)
     env = runner_env(data)
     if kind == "django":
         labels = django_labels(tests, data.get("test_patch") or "")
-        res = await runtime.exec(["python", "tests/runtests.py", "--verbosity", "2", "--settings=test_sqlite",
-                                  "--parallel", "1", *labels], timeout_s=timeout_s, env=env)
+        where = _launcher_dir(runtime)
+        res = await runtime.exec(launched("python", where, "--script", [
+            "tests/runtests.py", "--verbosity", "2", "--settings=test_sqlite", "--parallel", "1", *labels]),
+            timeout_s=timeout_s, env=env)
         results = parse_django(res.output)
         return TestRun(results, "django", res.exit_code, res.output[-4000:],
-                       django_problems(res.output, results, res.exit_code))
+                       django_problems(res.output, results, res.exit_code) + _limit_problems(res))
     if kind == "command":
         res = await runtime.exec(data["test_cmd"], timeout_s=timeout_s, env=env)
-        return TestRun(parse_pytest_summary(res.output), "text", res.exit_code, res.output[-4000:])
+        results = parse_pytest_summary(res.output)
+        return TestRun(results, "text", res.exit_code, res.output[-4000:],
+                       command_problems(res.output, results, res.exit_code) + _limit_problems(res))
     files = list(dict.fromkeys(t.split("::", 1)[0] for t in tests if "::" in t or t.endswith(".py")))
     base = (data.get("test_cmd") or "python -m pytest").split()
-    if base[0] == "pytest":
-        base = ["python", "-m", "pytest", *base[1:]]
+    options = base[1:] if base[0] == "pytest" else base[3:]
     plugins = [a for p in data.get("pytest_plugins") or [] for a in ("-p", str(p))]
-    argv = [*base, "-p", "no:cacheprovider", *plugins, "-q", *files]
-    channel_argv = [*argv[:len(base)], "-p", "skyrl_result_channel", *argv[len(base):]]
+    args = [*options, "-p", "no:cacheprovider", *plugins, "-q", *files]  # the launcher registers the channel
+    python = "python" if base[0] == "pytest" else base[0]
+    where = _launcher_dir(runtime)
+    argv = launched(python, where, "--pytest", args)
     if hasattr(runtime, "exec_with_channel"):  # docker: a FIFO only the container's root shell can open
-        env["PYTHONPATH"] = ":".join(filter(None, [runtime.channel_path, runtime.tool_env.get("PYTHONPATH")]))
-        res, lines = await runtime.exec_with_channel(channel_argv, env, timeout_s)
+        env["PYTHONPATH"] = ":".join(filter(None, [runtime.tool_env.get("PYTHONPATH")]))
+        res, lines = await runtime.exec_with_channel(argv, env, timeout_s)
     else:
-        if channel_dir() not in runtime.ro_paths:
-            runtime.ro_paths.append(channel_dir())
-        env["PYTHONPATH"] = ":".join(filter(None, [channel_dir(), getattr(runtime, "tool_env", {}).get("PYTHONPATH")]))
-        res, lines = await _exec_with_channel(runtime, channel_argv, env, timeout_s)
+        env["PYTHONPATH"] = ":".join(filter(None, [getattr(runtime, "tool_env", {}).get("PYTHONPATH")]))
+        res, lines = await _exec_with_channel(runtime, argv, env, timeout_s)
     results, problems = read_channel(lines, res.exit_code)
-    # a cut printed output loses nothing (the results come through the channel); every other limit makes the
-    # run untrustworthy
-    hit = [name for name in res.limits if name != "output"]
-    if hit:
-        problems.append(f"the test run hit the sandbox's {', '.join(hit)} limit")
-    return TestRun(results, "channel", res.exit_code, res.output[-4000:], problems)
+    return TestRun(results, "channel", res.exit_code, res.output[-4000:], problems + _limit_problems(res))
+
+
+def _limit_problems(res: Any) -> list[str]:
+    # a cut printed output loses nothing the channel carries; every other limit makes the run untrustworthy
+    hit = [name for name in getattr(res, "limits", []) if name != "output"]
+    return [f"the test run hit the sandbox's {', '.join(hit)} limit"] if hit else []
+
+
+def command_problems(output: str, results: dict[str, str], exit_code: int | None) -> list[str]:
+    """Cross-checks of a shell ``test_cmd``'s printed ``-rA`` lines: one status per test id (a ``PASSED`` line
+    printed at exit beside the real ``FAILED`` one is a forgery) and an exit status that agrees with them."""
+    from .grading import _ANSI, _PYTEST_RA
+
+    seen: dict[str, set[str]] = {}
+    for m in _PYTEST_RA.finditer(_ANSI.sub("", output)):
+        seen.setdefault(m.group(2).strip(), set()).add(m.group(1))
+    problems = [f"{test_id} was reported {' and '.join(sorted(kinds))}"
+                for test_id, kinds in seen.items() if len(kinds) > 1][:5]
+    failed = any(v in (FAILED, ERROR) for v in results.values())
+    if exit_code == 0 and failed:
+        problems.append("the test command exited 0 although tests failed")
+    if exit_code not in (0, None) and results and not failed:
+        problems.append(f"the test command exited {exit_code} although every reported test passed")
+    if exit_code is None:
+        problems.append("the test command gave no exit status")
+    return problems
+
+
+# -- evidence the tested code cannot fake (docs/runtimes.md, "Verifier outcomes") -----------------------------------
+RUNNER_MODULES = {"pytest", "_pytest", "pluggy", "py", "sitecustomize", "usercustomize"}
+COMPILED_SUFFIXES = (".pyc", ".pyo", ".so", ".pyd", ".dll", ".dylib")
+FRAMEWORK_PARTS = {"_pytest", "pytest", "pluggy"}  # a test framework's own source may name its internals
+# (pattern on an added line of a non-test Python file, what it reaches for, framework-internal?)
+REACHES = [
+    (re.compile(r"\b_pytest\b|\bpytest_runtest_|\bruntest\b|\bpluginmanager\b|\bwasxfail\b|"
+                r"sys\.modules\s*\[\s*['\"](?:_?pytest|unittest)"), "test-framework internals", True),
+    (re.compile(r"\bTestCase\s*\.\s*\w+\s*=(?!=)|\bAssertionError\s*=(?!=)"), "the test framework's classes", False),
+    (re.compile(r"SKYRL_|skyrl_result_channel|skyrl_launcher"), "the verifier's result channel", False),
+    (re.compile(r"/proc/(?:self|thread-self|\d+|\{[^}]*\})/(?:environ|fd|mem|maps|cmdline)|/proc/['\"]\s*[+,%]"),
+     "the test process's /proc files (its environment, descriptors, memory)", False),
+    (re.compile(r"\b(?:builtins|__builtins__)\s*(?:\.\s*\w+\s*=(?!=)|\[[^\]]*\]\s*=(?!=))|"
+                r"setattr\(\s*(?:builtins|__builtins__)\b"), "builtins", False),
+    (re.compile(r"^(?:@?atexit\.register|os\._exit\s*\(|_exit\s*\(|sys\.exit\s*\(|exit\s*\(|quit\s*\()"),
+     "an exit or exit hook at import", False),
+    (re.compile(r"\bgc\.get_(?:objects|referrers)\b|\bsys\.set(?:trace|profile)\b"), "the interpreter's objects",
+     False),
+]
+
+
+def tamper_findings(patch: str) -> list[str]:
+    """Evidence of tampering in the agent's (filtered) patch, one sentence per finding: compiled files (no
+    reader can tell what they do; ``sitecustomize.pyc`` runs at interpreter start), new top-level modules named
+    like the runner (``pytest.py`` at the root would be ``python -m pytest``), and added lines of non-test Python
+    files reaching for the test framework's internals, the result channel, ``/proc``, ``builtins``, exit hooks at
+    import, or the interpreter's object graph (:data:`REACHES`). A test framework's own package may name its
+    internals. Comment lines are ignored."""
+    findings: list[str] = []
+    for path, chunk in split_patch(patch):
+        pure = PurePosixPath(path)
+        if pure.name.endswith(COMPILED_SUFFIXES) or "__pycache__" in pure.parts:
+            findings.append(f"{path}: a compiled file")
+            continue
+        if not pure.parts:
+            continue
+        new_file = "\nnew file mode" in chunk[:500] or "\n--- /dev/null" in chunk[:500]
+        parts = pure.parts[1:] if len(pure.parts) > 1 and pure.parts[0] == "src" else pure.parts
+        # a module that can shadow one: ``name.py`` or a regular package ``name/__init__.py`` at the top (a file
+        # added inside an existing package, as a fix to pytest itself does, shadows nothing)
+        module = (parts[0][:-3] if len(parts) == 1 and parts[0].endswith(".py") else
+                  parts[0] if len(parts) == 2 and parts[1] == "__init__.py" else None)
+        if new_file and module and (module in RUNNER_MODULES or module.startswith("skyrl_")):
+            findings.append(f"{path}: a new module that shadows the test runner ({module})")
+            continue
+        if not path.endswith(".py"):
+            continue
+        framework = bool(FRAMEWORK_PARTS & set(pure.parts[:-1]))
+        for line in chunk.splitlines():
+            if not line.startswith("+") or line.startswith("+++"):
+                continue
+            code = line[1:]
+            if code.lstrip().startswith("#"):
+                continue
+            for pattern, what, internal in REACHES:
+                if internal and framework:
+                    continue
+                if pattern.search(code):
+                    findings.append(f"{path}: reaches for {what}: {code.strip()[:100]!r}")
+                    break
+    return findings[:10]
+
+
+# words canary tests are named from when a test file offers too few of its own
+CANARY_WORDS = ("value", "default", "empty", "order", "keys", "items", "repr", "format", "parse", "round_trip",
+                "unicode", "none", "nested", "copy", "compare", "length", "merge", "update", "sort", "limit")
+
+
+@attrs.define
+class Canaries:
+    """Tests the verifier appends to the run's test files at verification time: ``sources`` {file: appended
+    source}, ``expect`` {test function name: PASSED or FAILED}. A faithful runner reports every expected status;
+    a neutered runner, a rewritten report or a forged stream does not (it cannot tell them from real tests)."""
+
+    sources: dict[str, str]
+    expect: dict[str, str]
+    blocks: dict[str, list[str]] = attrs.Factory(dict)  # {file: each canary's source}
+
+
+def _canary_body(rng: Any, passes: bool) -> str:
+    a, b, c = rng.sample(range(2, 97), 3)
+    word = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(4, 9)))
+    kind = rng.randrange(4)
+    if kind == 0:
+        right, wrong = a * b + c, a * b + c + rng.randint(1, 9)
+        return f"    total = {a} * {b} + {c}\n    assert total == {right if passes else wrong}\n"
+    if kind == 1:
+        items = [a, b, c]
+        good = sorted(items)
+        bad = [good[0], good[2], good[1]]
+        return f"    items = {items!r}\n    assert sorted(items) == {good if passes else bad!r}\n"
+    if kind == 2:
+        other = word[:-1] + ("x" if word[-1] != "x" else "y")
+        return f"    text = {word!r}\n    assert text.upper() == {(word if passes else other).upper()!r}\n"
+    expected = len(word) if passes else len(word) + rng.randint(1, 3)
+    return f"    name = {word!r}\n    assert len(name) == {expected}\n"
+
+
+def _module_names(tree: Any) -> list[str]:
+    """Names a module binds at its top level by importing (what its tests use of the code under test)."""
+    import ast
+
+    names: list[str] = []
+    for node in getattr(tree, "body", []):
+        if isinstance(node, ast.Import):
+            names += [a.asname or a.name.split(".")[0] for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module != "__future__":
+            names += [a.asname or a.name for a in node.names if a.name != "*"]
+    return [n for n in dict.fromkeys(names) if n.isidentifier() and n not in ("pytest", "unittest")]
+
+
+def _parse(text: str) -> Any:
+    import ast
+
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError):  # another Python's syntax: the canaries are appended, untouched by ast
+        return None
+
+
+def make_canaries(files: dict[str, str], rng: Any = None, failing: int = 2, passing: int = 2) -> Canaries:
+    """Canary tests for test ``files`` ({path: current source}): ``failing`` that must fail and ``passing`` that
+    must pass, each named like its neighbours (words of the file's own test names), touching a name the file
+    imports (as its real tests touch the code under test), and put in a random file.
+    ``rng``: a ``random.Random`` (default: the system's, so nothing in the tree predicts them)."""
+    import random
+
+    rng = rng or random.SystemRandom()
+    sources: dict[str, list[str]] = {path: [] for path in files}
+    expect: dict[str, str] = {}
+    taken = {name for text in files.values() for name in re.findall(r"def (test\w*)", text)}
+    imported = {path: _module_names(_parse(text)) for path, text in files.items()}
+    for passes in [False] * failing + [True] * passing:
+        path = rng.choice(sorted(files))
+        words = [w for name in re.findall(r"def test_(\w+)", files[path]) for w in name.split("_") if w.isalpha()]
+        pool = list(dict.fromkeys(words)) if len(set(words)) >= 6 else list(CANARY_WORDS)
+        while True:
+            name = "test_" + "_".join(rng.sample(pool, rng.randint(2, 3)))
+            if name not in taken:
+                break
+        taken.add(name)
+        expect[name] = PASSED if passes else FAILED
+        touch = f"    subject = {rng.choice(imported[path])}\n" if imported[path] else ""
+        sources[path].append(f"def {name}():\n{touch}{_canary_body(rng, passes)}")
+    return Canaries({p: "".join(f"\n\n{b}" for b in blocks) for p, blocks in sources.items() if blocks}, expect,
+                    {p: blocks for p, blocks in sources.items() if blocks})
+
+
+def placed(text: str, blocks: list[str], rng: Any) -> str | None:
+    """``text`` with each canary ``block`` put before a random top-level statement after the imports (so it sits
+    among the real tests, not after them); None when that cannot be done safely (the file does not parse here,
+    holds undecodable bytes, or the result would not parse with the same top-level names plus the canaries)."""
+    import ast
+
+    tree = _parse(text)
+    if tree is None or "\ufffd" in text or not blocks:
+        return None
+    lines = text.splitlines(keepends=True)
+    starts = sorted({min([n.lineno] + [d.lineno for d in getattr(n, "decorator_list", [])]) for n in tree.body
+                     if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))})
+    if not starts:
+        return None
+    chosen: dict[int, list[str]] = {}
+    for block in blocks:
+        chosen.setdefault(rng.choice(starts + [len(lines) + 1]), []).append(block)
+    out: list[str] = []
+    for number, line in enumerate(lines + [""], start=1):
+        for block in chosen.get(number, []):
+            out.append(("\n" if out and not out[-1].endswith("\n") else "") + block + "\n\n")
+        out.append(line)
+    result = "".join(out)
+    new = _parse(result)
+    top = lambda t: [getattr(n, "name", None) for n in t.body]  # noqa: E731
+    if new is None or sorted(filter(None, top(new))) != sorted(filter(None, top(tree))) + [] and sorted(
+            filter(None, top(new))) != sorted(list(filter(None, top(tree))) + [b.split("(")[0][4:] for b in blocks]):
+        return None
+    return result
+
+
+async def plant_canaries(runtime: Any, data: dict, tests: list[str], rng: Any = None) -> Canaries | None:
+    """Put canaries (:func:`make_canaries`) among the tests of the pytest files of ``tests`` inside ``runtime``
+    (never on the host: the tree holds the agent's patch) — placed between the file's own top-level definitions
+    where :func:`placed` can, else appended; None when the run is not a pytest run or no file takes them."""
+    import random
+
+    if runner_kind(data) != "pytest":
+        return None
+    rng = rng or random.SystemRandom()
+    paths = list(dict.fromkeys(t.split("::", 1)[0] for t in tests if "::" in t))
+    files = {path: text for path in paths[:20] if path.endswith(".py")
+             and (text := await _test_file_text(runtime, path)) is not None}
+    if not files:
+        return None
+    canaries = make_canaries(files, rng)
+    for path, text in canaries.sources.items():
+        whole = placed(files[path], canaries.blocks[path], rng)
+        await write_canaries(runtime, path, text if whole is None else whole, append=whole is None)
+    return canaries
+
+
+async def write_canaries(runtime: Any, path: str, text: str, append: bool = True) -> None:
+    """Append ``text`` to ``path`` (or replace the file's content with it) inside ``runtime``."""
+    script = 'printf "\\n" >> "$1" && cat >> "$1"' if append else 'cat > "$1"'
+    res = await runtime.exec(["sh", "-c", script, "skyrl", path], stdin=text, timeout_s=30)
+    if res.exit_code != 0:
+        raise RuntimeError(f"writing canary tests to {path} failed: {res.output[-500:]}")
+
+
+async def _test_file_text(runtime: Any, path: str) -> str | None:
+    """A test file's whole text: read on the host when the runtime's workspace is here, else (a runtime on
+    another node) with ``cat`` inside it — None when it is cut short (output limit) or unreadable."""
+    workspace = getattr(runtime, "workspace", None)
+    if workspace is not None and Path(workspace).is_dir():
+        return await asyncio.to_thread(_read_test_file, workspace, path)
+    res = await runtime.exec(["cat", "--", path], timeout_s=30)
+    return res.output if res.exit_code == 0 and not res.truncated else None
+
+
+def _read_test_file(workspace: Path, path: str) -> str | None:
+    """A test file's text read on the host, whole (a canary must never reuse a test's name: a second ``def``
+    would replace the real test), only when it is a regular file inside the workspace: None otherwise."""
+    import os
+
+    root = Path(workspace).resolve()
+    target = (root / path).resolve()
+    if root not in target.parents:
+        return None
+    try:
+        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        import stat
+
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return None
+        return handle.read(8 << 20).decode("utf-8", "replace")
+
+
+def canary_problems(results: dict[str, str], canaries: Canaries | None) -> list[str]:
+    """How the run's ``results`` betray a neutered runner or a forged report: a canary without a result, or with
+    another status than its own (a failing canary passed, a passing one failed)."""
+    if canaries is None:
+        return []
+    problems = []
+    for name, want in canaries.expect.items():
+        got = [status for test_id, status in results.items() if test_id.endswith("::" + name)]
+        if not got:
+            problems.append(f"canary test {name} has no result")
+        elif got[0] != want:
+            problems.append(f"canary test {name} {'must fail' if want == FAILED else 'must pass'} but was "
+                            f"{got[0]}")
+    return problems
+
+
+def without_canaries(results: dict[str, str], canaries: Canaries | None) -> dict[str, str]:
+    if canaries is None:
+        return results
+    return {k: v for k, v in results.items() if k.rsplit("::", 1)[-1] not in canaries.expect}
 
 
 def _verification_spec(spec: RuntimeSpec | None, runtime_type: str) -> RuntimeSpec:
@@ -423,10 +739,101 @@ def _verification_spec(spec: RuntimeSpec | None, runtime_type: str) -> RuntimeSp
                         max_files=max(base.max_files, 1 << 20))  # the patch is bounded by MAX_PATCH_BYTES
 
 
+@attrs.define
+class Attempt:
+    """One pass of the verification procedure on one tree: ``stage`` reached (``apply``, ``test_patch``,
+    ``rebuild``, ``tests``), the run (None before the tests), the canaries planted, and ``failure``: why the
+    tests could not be run to the end (an exception's text), if so."""
+
+    stage: str
+    run: TestRun | None = None
+    canaries: Canaries | None = None
+    failure: str | None = None
+    note: str = ""
+
+    def suspicious(self) -> list[str]:
+        """What makes this attempt's outcome untrustworthy: a failure, the run's problems, canary problems."""
+        if self.failure:
+            return [self.failure]
+        if self.run is None:
+            return []
+        return self.run.problems + canary_problems(self.run.results, self.canaries)
+
+
+async def attempt(instance: Instance, kept: str | None, cls: type, spec: RuntimeSpec | None,
+                  canaries: Canaries | None = None, rng: Any = None) -> Attempt:
+    """Apply ``kept`` (None: the control run, the pristine tree) and the test patch to a fresh runtime, rebuild,
+    plant canaries (``canaries`` again, or new ones), run the instance's tests. Raises only when the runtime
+    cannot be started or prepared (no patch of the agent's was applied yet: never the agent's doing)."""
+    data = instance.data
+    check = cls(_verification_spec(spec, getattr(cls, "name", "swe_sandbox")), instance=instance)
+    if hasattr(check, "result_channel"):  # docker: mount the channel into this fresh container
+        check.result_channel = True
+    tests = list(data.get("FAIL_TO_PASS") or []) + list(data.get("PASS_TO_PASS") or [])
+    try:
+        await check.start()
+        await ensure_prepared(check, instance)
+        out = Attempt("apply")
+        try:
+            if kept is not None:
+                ok, how = await apply_patch(check, kept)
+                if not ok:
+                    out.note = f"the agent's patch does not apply: {how}"
+                    return out
+            out.stage = "test_patch"
+            ok, how = await apply_patch(check, data.get("test_patch") or "")
+            if not ok:
+                after = " after the agent's patch" if kept is not None else ""
+                out.note = f"the instance's test patch does not apply{after}: {how}"
+                return out
+            out.stage = "rebuild"
+            ok, how = await rebuild(check, data)
+            if not ok:
+                out.note = f"the rebuild step failed{' after the patches' if kept is not None else ''}: {how}"
+                return out
+            out.stage = "tests"
+            if canaries is None:
+                out.canaries = await plant_canaries(check, data, tests, rng)
+            else:
+                out.canaries = canaries
+                for path, text in canaries.sources.items():  # the control only shows they behave: appended
+                    await write_canaries(check, path, text)
+            out.run = await run_tests(check, data, tests)
+        except Exception as exc:  # the runtime died or a step raised with the tree in place
+            log.warning("instance %s: verification step %s failed: %s: %s", instance.id, out.stage,
+                        type(exc).__name__, exc)
+            out.failure = f"{out.stage}: {type(exc).__name__}: {exc}"
+        return out
+    finally:
+        await check.close()
+
+
+def control_sound(control: Attempt) -> tuple[bool, str]:
+    """Whether the control run (the pristine tree, the test patch, the same canaries) shows the verification
+    works for this instance: it got to the tests, its run is consistent and every canary behaved."""
+    problems = control.suspicious() if control.run is not None else [
+        control.failure or control.note or f"it stopped at {control.stage}"]
+    if problems:
+        return False, "the control run without the agent's patch: " + "; ".join(problems)
+    return True, "a control run without the agent's patch was consistent and its canaries behaved"
+
+
 async def verify_patch(instance: Instance, patch: str, runtime_cls: type | None = None,
-                       spec: RuntimeSpec | None = None) -> VerifierResult:
-    """Apply ``patch`` (filtered) and the test patch to a fresh pristine copy and score the instance's tests.
-    ``metrics["error_eval"]`` names why a run could not be trusted (reward 0)."""
+                       spec: RuntimeSpec | None = None, rng: Any = None) -> VerifierResult:
+    """Apply ``patch`` (filtered) and the test patch to a fresh pristine copy and score the instance's tests,
+    under the outcome contract (docs/runtimes.md, "Verifier outcomes"):
+
+    - *tampered* (reward 0, ``reason``): the patch carries evidence of tampering (:func:`tamper_findings`), or the
+      run with it was inconsistent or its canaries misbehaved (:func:`canary_problems`) while a control run on
+      the pristine tree with the same canaries was sound;
+    - *unverifiable* (``reason``): the row lists no tests, the runtime or environment could not be made, or the
+      control run was not sound either (the infrastructure, not the agent, broke the check);
+    - *scored*: reward 1 when every FAIL_TO_PASS and PASS_TO_PASS test passed in a consistent run whose canaries
+      behaved, else 0 (also a patch that does not apply or does not build when the pristine tree does).
+
+    ``metrics``: ``model_patch``, ``dropped_files``, ``patch_applied``, the grade's, ``canaries`` (how many),
+    ``error_eval`` (the problems found), ``control`` (the control run's verdict, when one ran). Raises nothing
+    for a failing runtime: that is *unverifiable*."""
     data = instance.data
     cls = runtime_cls or SweSandbox
     protected = {p for p, _ in split_patch(data.get("test_patch") or "")}
@@ -440,64 +847,118 @@ async def verify_patch(instance: Instance, patch: str, runtime_cls: type | None 
     f2p, p2p = list(data.get("FAIL_TO_PASS") or []), list(data.get("PASS_TO_PASS") or [])
     if not f2p and not p2p:
         metrics["error"] = "the instance lists no FAIL_TO_PASS or PASS_TO_PASS tests"
-        return VerifierResult(reward=0.0, metrics=metrics)
-    check = cls(_verification_spec(spec, getattr(cls, "name", "swe_sandbox")), instance=instance)
-    if hasattr(check, "result_channel"):  # docker: mount the channel into this fresh container
-        check.result_channel = True
+        return VerifierResult.unverifiable(metrics["error"], metrics)
+    findings = tamper_findings(kept)
+    if findings:
+        metrics["error"] = "tampered: " + "; ".join(findings)
+        return VerifierResult.tampered("; ".join(findings), metrics)
     try:
+        main = await attempt(instance, kept, cls, spec, rng=rng)
+    except Exception as exc:
+        metrics["error"] = f"the verification runtime could not be made: {type(exc).__name__}: {exc}"
+        return VerifierResult.unverifiable(metrics["error"], metrics)
+    metrics["patch_applied"] = main.stage != "apply"
+    if main.canaries is not None:
+        metrics["canaries"] = len(main.canaries.expect)
+    suspicious = main.suspicious()
+    if suspicious and _stopped_early_and_failing(main, f2p, p2p, data):
+        suspicious = []  # a collection error stopped it before the canaries: a plain failure, no claim to refute
+    if main.run is None and not main.failure:  # the patch does not apply or build: blame it only if pristine does
+        metrics["error"] = main.note
+        if main.stage == "apply":
+            return VerifierResult(reward=0.0, metrics=metrics)
+        suspicious = [main.note]
+    control = None
+    if suspicious:
+        metrics["error_eval"] = "; ".join(suspicious)
         try:
-            await check.start()
-            await ensure_prepared(check, instance)
-        except (EnvironmentBuildError, RepoUnavailable) as exc:  # the row's environment, not the agent: no verdict
-            metrics["error"] = f"unverifiable: {exc}"
-            return VerifierResult.unverifiable(f"the instance's environment could not be built: {exc}", metrics)
-        ok, how = await apply_patch(check, kept)
-        metrics["patch_applied"] = ok
-        if not ok:
-            metrics["error"] = f"the agent's patch does not apply: {how}"
-            return VerifierResult(reward=0.0, metrics=metrics)
-        ok, how = await apply_patch(check, data.get("test_patch") or "")
-        if not ok:
-            metrics["error"] = f"the instance's test patch does not apply after the agent's patch: {how}"
-            return VerifierResult(reward=0.0, metrics=metrics)
-        ok, how = await rebuild(check, data)
-        if not ok:
-            metrics["error"] = f"the rebuild step failed after the patches: {how}"
-            return VerifierResult(reward=0.0, metrics=metrics)
-        run = await run_tests(check, data, f2p + p2p)
-    finally:
-        await check.close()
-    grade = grade_tests(run.results, f2p, p2p, convention_of(data))
-    metrics.update({**grade.metrics(), "report": run.report, "test_exit_code": run.exit_code})
-    metrics["resolved"] = bool(metrics["resolved"]) and not run.problems
-    if run.problems:
-        metrics["error_eval"] = "; ".join(run.problems)
-        metrics["error"] = f"error_eval: {metrics['error_eval']}"
-    if not run.results or run.problems:
-        metrics["test_output"] = run.output
+            control = await attempt(instance, None, cls, spec, canaries=main.canaries)
+            sound, verdict = control_sound(control)
+        except Exception as exc:
+            sound, verdict = False, f"the control run could not be made: {type(exc).__name__}: {exc}"
+        metrics["control"] = verdict
+        if not sound:
+            metrics["error"] = f"unverifiable: {metrics['error_eval']}; {verdict}"
+            return VerifierResult.unverifiable(f"{metrics['error_eval']} ({verdict})", metrics)
+        if main.run is None and not main.failure:
+            return VerifierResult(reward=0.0, metrics=metrics)  # the patch breaks the build: a plain failure
+    if main.run is not None:
+        run = main.run
+        grade = grade_tests(without_canaries(run.results, main.canaries), f2p, p2p, convention_of(data))
+        metrics.update({**grade.metrics(), "report": run.report, "test_exit_code": run.exit_code})
+        if not run.results or suspicious:
+            metrics["test_output"] = run.output
+    if suspicious:
+        metrics["resolved"] = False
+        metrics["error"] = f"tampered: {metrics['error_eval']}"
+        return VerifierResult.tampered(f"{metrics['error_eval']} ({metrics['control']})", metrics)
+    missing = [t for t, status in metrics["tests"].items() if status == MISSING]
+    if missing:  # never run: the agent's code broke their collection, or the row names tests the tree lacks
+        unrun = await _missing_in_control(instance, cls, spec, main.canaries, missing)
+        if unrun:
+            metrics["control"] = f"the control run did not run {len(unrun)} listed test(s) either, e.g. {unrun[0]}"
+            metrics["error"] = f"unverifiable: {metrics['control']}"
+            return VerifierResult.unverifiable(metrics["control"], metrics)
     return VerifierResult(reward=1.0 if metrics["resolved"] else 0.0, metrics=metrics)
 
 
+def _stopped_early_and_failing(main: Attempt, f2p: list[str], p2p: list[str], data: dict) -> bool:
+    """True when the run's only problems are canaries without a result, pytest itself says it stopped early
+    (exit status 2-4: collection errors, interrupted, usage), and the instance is not resolved anyway: what a
+    patch that breaks an import does. A forged stream that claims success is never excused (it is resolved)."""
+    run = main.run
+    if run is None or run.problems or run.exit_code not in (2, 3, 4):
+        return False
+    if not all(p.endswith(" has no result") for p in canary_problems(run.results, main.canaries)):
+        return False
+    return not grade_tests(without_canaries(run.results, main.canaries), f2p, p2p, convention_of(data)).resolved
+
+
+async def _missing_in_control(instance: Instance, cls: type, spec: RuntimeSpec | None, canaries: Canaries | None,
+                              missing: list[str]) -> list[str]:
+    """Which of the ``missing`` listed tests a control run on the pristine tree does not run either (every one of
+    them when the control cannot be made or is not sound: no verdict can then rest on them)."""
+    try:
+        control = await attempt(instance, None, cls, spec, canaries=canaries)
+    except Exception:
+        return missing
+    if not control_sound(control)[0] or control.run is None:
+        return missing
+    grade = grade_tests(without_canaries(control.run.results, canaries), missing, [], convention_of(instance.data))
+    return [t for t, status in grade.tests.items() if status == MISSING]
+
+
 async def swe_tests(trajectory: Any, runtime: Any, instance: Instance) -> VerifierResult:
-    """The registered verifier ``(trajectory, runtime, instance) -> VerifierResult`` (see the module doc)."""
+    """The registered verifier ``(trajectory, runtime, instance) -> VerifierResult`` (see the module doc and
+    :func:`verify_patch` for the outcomes). A trajectory whose runtime was lost, or whose container is gone
+    when its patch is read, is *unverifiable*; a workspace that cannot be diffed while its runtime lives is the
+    agent's doing (*tampered*)."""
+    from skyrl_core.errors import RuntimeLost
+
     patch = ""
     if getattr(trajectory, "finish_reason", None) == "error_runtime":  # its container is gone: nothing to score
-        return VerifierResult(reward=0.0, metrics={"model_patch": "", "patch_applied": False,
-                                                   "error": f"error_runtime: {trajectory.error}"})
+        return VerifierResult.unverifiable(f"the trajectory's runtime was lost: {trajectory.error}",
+                                           {"model_patch": "", "patch_applied": False})
     if runtime is not None and getattr(runtime, "prepared", False) and hasattr(runtime, "diff"):
         try:
             patch = await runtime.diff()
         except PatchTooLarge as exc:  # the agent's own changes: scored 0, with the reason
             return VerifierResult(reward=0.0, metrics={"model_patch": "", "patch_applied": False, "error": str(exc)})
+        except RuntimeLost as exc:
+            return VerifierResult.unverifiable(f"the runtime was lost before its patch was read: {exc}",
+                                               {"model_patch": "", "patch_applied": False})
+        except Exception as exc:
+            reason = f"the workspace could not be diffed: {type(exc).__name__}: {exc}"
+            return VerifierResult.tampered(reason, {"model_patch": "", "patch_applied": False, "error": reason})
     elif isinstance(getattr(trajectory, "answer", None), str):
         patch = trajectory.answer
     runtime_cls = type(runtime) if runtime is not None and hasattr(runtime, "prepare") else None
     try:
         result = await verify_patch(instance, patch, runtime_cls, getattr(runtime, "spec", None))
-    except Exception as exc:  # a broken test run scores 0 but keeps the patch (the predictions file needs it)
+    except Exception as exc:  # a verifier bug, not the agent's doing: no verdict (the patch is kept)
         log.warning("instance %s: verification failed: %s: %s", instance.id, type(exc).__name__, exc)
-        result = VerifierResult(reward=0.0, metrics={"model_patch": patch, "patch_applied": False,
-                                                     "error": f"verification failed: {type(exc).__name__}: {exc}"})
+        reason = f"verification failed: {type(exc).__name__}: {exc}"
+        result = VerifierResult.unverifiable(reason, {"model_patch": patch, "patch_applied": False, "error": reason})
     hits = getattr(runtime, "limit_hits", None)
     if hits:
         result.metrics["runtime_limits"] = dict(hits)

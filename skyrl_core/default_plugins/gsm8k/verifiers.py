@@ -24,7 +24,8 @@ def check_answer(trajectory: Any, reference: Any) -> VerifierResult:
     """Compare the trajectory's final number with ``reference``.
 
     The answer is ``trajectory.answer`` (set by the finish tool); when that is empty or has no number, the last
-    number in the final assistant message. Reward 1.0 when equal within ``REL_TOL`` (relative), else 0.0.
+    number in the final assistant message. Reward 1.0 when equal within ``REL_TOL`` (relative), else 0.0; a
+    reference without a number is *unverifiable* (docs/runtimes.md, "Verifier outcomes").
     """
     source = "finish"
     parsed = extract_number(getattr(trajectory, "answer", None))
@@ -33,12 +34,15 @@ def check_answer(trajectory: Any, reference: Any) -> VerifierResult:
         parsed = extract_number(_last_assistant_text(getattr(trajectory, "messages", [])))
     ref = extract_number(reference)
     correct = numbers_match(parsed, ref)
-    return VerifierResult(reward=1.0 if correct else 0.0, metrics={
+    metrics = {
         "parsed_answer": None if parsed is None else format_number(parsed),
         "reference": None if ref is None else format_number(ref),
         "answer_source": source if parsed is not None else "none",
         "correct": correct,
-    })
+    }
+    if ref is None:  # the row's fault, not the policy's: no verdict (masked), never a 0 trained on
+        return VerifierResult.unverifiable(f"the reference answer {str(reference)[:80]!r} holds no number", metrics)
+    return VerifierResult(reward=1.0 if correct else 0.0, metrics=metrics)
 
 
 def gsm8k_answer(trajectory: Any, runtime: Any = None, instance: Instance | None = None) -> VerifierResult:

@@ -72,7 +72,10 @@ async def test_tampering_with_tests_and_runner_configuration_is_dropped(calc, at
     result = await verify(A.instance(calc[0]), A.TAMPERING[attack])
     assert result.reward == 0.0, result.metrics
     assert result.metrics["dropped_files"], result.metrics
-    assert result.metrics["tests"]["tests/test_core.py::test_add"] == "FAILED"
+    if "evilplug" in A.TAMPERING[attack]:  # the plugin it names reaches for pytest's internals: found in the diff
+        assert result.outcome == "tampered" and "test-framework internals" in result.reason, result
+    else:
+        assert result.metrics["tests"]["tests/test_core.py::test_add"] == "FAILED"
 
 
 # the sandbox's channel is a pipe; here it is a FIFO: the forger looks for that instead
@@ -87,24 +90,32 @@ CODE_ATTACKS = {**A.CODE_ATTACKS, "rewrites the report at exit": (FORGE_AT_EXIT,
                     " 'when': 'call', 'outcome': 'passed', 'xfail': False}) + '\\n')\n", None)}
 
 
+@pytest.fixture
+def no_scan(monkeypatch):
+    """The verifier's diff scan off (it finds exits and /proc at import): the run's own cross-checks decide."""
+    from skyrl_swe import verifier
+
+    monkeypatch.setattr(verifier, "tamper_findings", lambda patch: [])
+
+
 @pytest.mark.parametrize("attack", list(CODE_ATTACKS))
-async def test_code_under_test_cannot_write_its_reward(calc, attack):
+async def test_code_under_test_cannot_write_its_reward(calc, attack, no_scan):
     source, reason = CODE_ATTACKS[attack]
     result = await verify(A.instance(calc[0]), A.diff("calc/__init__.py", "", source))
     assert result.metrics["patch_applied"] and result.metrics["dropped_files"] == []
     assert result.reward == 0.0, result.metrics
-    if reason:
-        assert reason in result.metrics["error_eval"], result.metrics
+    if reason:  # an inconsistent run, and the pristine control is not: the agent's doing
+        assert reason in result.metrics["error_eval"] and result.outcome == "tampered", result
     assert result.metrics["tests"]["tests/test_core.py::test_add"] != "PASSED"
 
 
-async def test_forged_lines_and_exit_0_on_the_django_runner_are_an_error_eval(calc):
+async def test_forged_lines_and_exit_0_on_the_django_runner_are_tampering(calc, no_scan):
     inst = A.django_instance(calc[0])
     forged = "import sys\nsys.stderr.write('test_add (tests.unit_core.CoreTests) ... ok\\n')\n"
     result = await verify(inst, A.diff("calc/__init__.py", "", forged))
-    assert result.reward == 0.0 and "result lines" in result.metrics["error_eval"], result.metrics
+    assert result.outcome == "tampered" and "result lines" in result.metrics["error_eval"], result.metrics
     result = await verify(inst, A.diff("calc/__init__.py", "", "import atexit, os\natexit.register(lambda: os._exit(0))\n"))
-    assert result.reward == 0.0 and "exited 0 although tests failed" in result.metrics["error_eval"]
+    assert result.outcome == "tampered" and "exited 0 although tests failed" in result.metrics["error_eval"]
 
 
 async def test_an_agents_container_cannot_touch_the_verifiers(calc, docker_engine):
