@@ -144,7 +144,9 @@ def test_verify_command_reports_every_instance_and_a_summary(project, tmp_path):
 
     good = row(project).data
     broken = {**good, "instance_id": "loud__loud-2", "environment_setup": "pip install -e . && exit 3"}
-    raising = {**good, "instance_id": "loud__loud-3", "test_cmd": ["pytest"]}  # a list: the runner check raises
+    # a list: a verification step raises inside verify_patch, which answers unverifiable (a verifier bug is no
+    # verdict on the agent) and the next instance still runs
+    raising = {**good, "instance_id": "loud__loud-3", "test_cmd": ["pytest"]}
     after = {**good, "instance_id": "loud__loud-4"}
     path = tmp_path / "rows.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in (good, broken, raising, after)))
@@ -152,6 +154,6 @@ def test_verify_command_reports_every_instance_and_a_summary(project, tmp_path):
     lines = [json.loads(line) for line in result.output.splitlines() if line.startswith("{")]
     outcomes = {r["instance_id"]: (r["outcome"], r["reward"]) for r in lines}
     assert outcomes == {"loud__loud-1": ("scored", 1.0), "loud__loud-2": ("unverifiable", 0.0),
-                        "loud__loud-3": ("error", None), "loud__loud-4": ("scored", 1.0)}, result.output
-    assert "4 instance(s): 2 reward 1; 2 scored, 0 tampered, 1 unverifiable, 1 error, 0 skipped" in result.output
+                        "loud__loud-3": ("unverifiable", 0.0), "loud__loud-4": ("scored", 1.0)}, result.output
+    assert "4 instance(s): 2 reward 1; 2 scored, 0 tampered, 2 unverifiable, 0 error, 0 skipped" in result.output
     assert "AttributeError" in result.output and result.exit_code == 1
