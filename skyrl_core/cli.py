@@ -186,7 +186,9 @@ def tools_run(
         console.print_json(json.dumps({"output": result.output, "error": result.error, "finish": result.finish,
                                        "answer": result.answer, "metadata": result.metadata}, default=str))
         return
-    console.print(result.output, markup=False, highlight=False, soft_wrap=True)  # code keeps its lines
+    # what the tool produced, byte for byte: no markup, emoji codes or highlighting (`:x:` stays `:x:`)
+    sys.stdout.write(result.output if result.output.endswith("\n") or not result.output else result.output + "\n")
+    sys.stdout.flush()
     if result.finish:
         console.print(f"[bold]finish[/bold] answer={result.answer!r}")
     if result.error:
