@@ -62,8 +62,14 @@ def plugins_command(
     infos = [i for i in plugins.infos.values() if all_ or not i.builtin]
     if hook:
         infos = [i for i in infos if set(hook) & set(i.hooks)]
+    from .examples import find_examples
+
+    shipped: dict[str, list[str]] = {}  # entry-point name -> its example configs (`skyrl eval NAME`)
+    for ex in find_examples():
+        shipped.setdefault(ex.entry_point, []).append(ex.ref)
     if as_json:
-        console.print_json(json.dumps([i.to_json() for i in infos]))
+        console.print_json(json.dumps([{**i.to_json(), **({"examples": shipped[i.name]} if i.name in shipped else {})}
+                                       for i in infos]))
         return
     if not infos:
         console.print("No third-party plugins installed. `skyrl plugins --all` shows the built-ins; "
@@ -72,6 +78,8 @@ def plugins_command(
     rows = []
     for info in infos:
         caps = "\n".join(f"{KINDS[k][1]}s: {', '.join(v)}" for k, v in info.capabilities.items() if v)
+        if info.name in shipped:
+            caps += f"\nexample configs: {', '.join(shipped[info.name])}"
         status = f"error: {'; '.join(info.problems)}" if info.problems else "ok"
         rows.append([info.name, info.distribution or "-", info.version or "-", caps or "-", status])
     show_table("skyrl plugins" + (" (with built-ins)" if all_ else ""),
@@ -199,16 +207,20 @@ def tools_run(
 @app.command("tasks")
 def tasks_command(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List registered tasks with their tools, runtime, verifier and instruction builder."""
+    from .examples import find_examples
+
     regs = get_plugins().registry.items("tasks")
+    examples = find_examples()
     rows = [{"name": r.name, "plugin": r.plugin, "description": r.obj.description, "tools": list(r.obj.tools),
              "runtime": r.obj.runtime, "verifier": r.obj.verifier,
-             "instruction_builder": r.obj.instruction_builder} for r in regs]
+             "instruction_builder": r.obj.instruction_builder,
+             "examples": [ex.ref for ex in examples if r.name in ex.tasks]} for r in regs]
     if as_json:
         console.print_json(json.dumps(rows))
         return
-    show_table("skyrl tasks", ["task", "plugin", "tools", "runtime", "verifier", "description"],
+    show_table("skyrl tasks", ["task", "plugin", "tools", "runtime", "verifier", "examples", "description"],
                [[row["name"], row["plugin"], ", ".join(row["tools"]), row["runtime"], row["verifier"],
-                 row["description"]] for row in rows], whole=("task",))
+                 ", ".join(row["examples"]) or "-", row["description"]] for row in rows], whole=("task",))
 
 
 # -- entry point -------------------------------------------------------------------------------------------
