@@ -179,26 +179,5 @@ def test_the_generated_workflow_installs_what_a_user_can(tmp_path):
         assert line in readme, line
 
 
-@pytest.mark.slow
-def test_the_generated_workflows_steps_pass_in_a_fresh_venv(tmp_path):
-    """Run the generated CI workflow's `run:` lines as written, in a fresh venv (its own pip), from the plugin's
-    directory: torch (pinned CPU build), skyrl-core from this checkout, the model, the plugin, its tests. The
-    bubblewrap line runs only where bwrap is missing (it needs sudo and apt)."""
-    import shutil
-
-    import yaml
-
-    out = generate_plugin("flow-run", tmp_path / "src")
-    flow = yaml.safe_load((out / ".github/workflows/test.yml").read_text())
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    env = {k: v for k, v in os.environ.items() if k not in ("SKYRL_LOAD_PLUGINS", "PYTHONPATH", "VIRTUAL_ENV")}
-    env.update(flow["env"], PATH=f"{venv / 'bin'}:{env['PATH']}", VIRTUAL_ENV=str(venv),
-               PIP_DISABLE_PIP_VERSION_CHECK="1")
-    for step in flow["jobs"]["test"]["steps"]:
-        line = step.get("run")
-        if line is None or ("bubblewrap" in line and shutil.which("bwrap")):
-            continue
-        proc = subprocess.run(["bash", "-ec", line], cwd=out, env=env, capture_output=True, text=True)
-        assert proc.returncode == 0, f"{line}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
-    assert "11 passed" in proc.stdout, proc.stdout[-1500:]
+# The workflow's steps themselves run as written in CI, after the README commands in the same fresh venv:
+# scripts/readme-commands (a .ci/run suite); 945 s on this loaded machine (load 10-12), so not a pytest case.
