@@ -87,8 +87,8 @@ def test_a_plugins_test_extra_brings_what_its_tests_import(plugin):
 
 
 def test_deep_research_names_the_html_cleaner_itself():
-    """justext asks for lxml[html_clean], an extra lxml 6 no longer defines: pip 23 (a fresh venv's) warns and
-    installs nothing, and every open_page then fails. The plugin must require lxml_html_clean by name."""
+    """justext asks for lxml[html_clean]; lxml 6 declares html-clean, which pip 23 (a fresh venv's) does not match,
+    so it warns and installs nothing, and every open_page then fails. The plugin requires lxml_html_clean by name."""
     deps = tomllib.loads((ROOT / "plugins/deep-research/pyproject.toml").read_text())["project"]["dependencies"]
     assert "lxml-html-clean" in {_req_name(d)[0] for d in deps}
     # and every plugin: no requirement leans on an extra that its package does not define today
