@@ -73,8 +73,14 @@ def plugins_command(
         if unknown:
             raise SkyrlError(f"--hook {', '.join(unknown)}: no such hook; valid: {', '.join(sorted(known))}")
         infos = [i for i in installed if wanted & set(i.hooks)]
+    from .examples import find_examples
+
+    shipped: dict[str, list[str]] = {}  # entry-point name -> its example configs (`skyrl eval NAME`)
+    for ex in find_examples():
+        shipped.setdefault(ex.entry_point, []).append(ex.ref)
     if as_json:
-        console.print_json(json.dumps([i.to_json() for i in infos]))
+        console.print_json(json.dumps([{**i.to_json(), **({"examples": shipped[i.name]} if i.name in shipped else {})}
+                                       for i in infos]))
         return
     if not infos:
         if installed:  # a filter excluded every plugin: say so, not that none is installed
@@ -88,6 +94,8 @@ def plugins_command(
     rows = []
     for info in infos:
         caps = "\n".join(f"{plural(KINDS[k][1])}: {', '.join(v)}" for k, v in info.capabilities.items() if v)
+        if info.name in shipped:
+            caps += f"\nexample configs: {', '.join(shipped[info.name])}"
         status = f"error: {'; '.join(info.problems)}" if info.problems else "ok"
         rows.append([info.name, info.distribution or "-", info.version or "-", caps or "-", status])
     show_table("skyrl plugins" + (" (with built-ins)" if all_ else ""),
@@ -207,7 +215,9 @@ def tools_run(
         console.print_json(json.dumps({"output": result.output, "error": result.error, "finish": result.finish,
                                        "answer": result.answer, "metadata": result.metadata}, default=str))
         return
-    console.print(result.output, markup=False, highlight=False, soft_wrap=True)  # code keeps its lines
+    # what the tool produced, byte for byte: no markup, emoji codes or highlighting (`:x:` stays `:x:`)
+    sys.stdout.write(result.output if result.output.endswith("\n") or not result.output else result.output + "\n")
+    sys.stdout.flush()
     if result.finish:
         console.print(f"[bold]finish[/bold] answer={result.answer!r}")
     if result.error:
@@ -218,16 +228,20 @@ def tools_run(
 @app.command("tasks")
 def tasks_command(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List registered tasks with their tools, runtime, verifier and instruction builder."""
+    from .examples import find_examples
+
     regs = get_plugins().registry.items("tasks")
+    examples = find_examples()
     rows = [{"name": r.name, "plugin": r.plugin, "description": r.obj.description, "tools": list(r.obj.tools),
              "runtime": r.obj.runtime, "verifier": r.obj.verifier,
-             "instruction_builder": r.obj.instruction_builder} for r in regs]
+             "instruction_builder": r.obj.instruction_builder,
+             "examples": [ex.ref for ex in examples if r.name in ex.tasks]} for r in regs]
     if as_json:
         console.print_json(json.dumps(rows))
         return
-    show_table("skyrl tasks", ["task", "plugin", "tools", "runtime", "verifier", "description"],
+    show_table("skyrl tasks", ["task", "plugin", "tools", "runtime", "verifier", "examples", "description"],
                [[row["name"], row["plugin"], ", ".join(row["tools"]), row["runtime"], row["verifier"],
-                 row["description"]] for row in rows], whole=("task",))
+                 ", ".join(row["examples"]) or "-", row["description"]] for row in rows], whole=("task",))
 
 
 # -- entry point -------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ import cattrs
 import yaml
 
 from .errors import ConfigError
+from .examples import is_example_name, resolve_example
 from .runtime import RuntimeSpec
 from .tasks import DataSpec
 
@@ -569,10 +570,13 @@ def load_config(path: str | os.PathLike | None, overrides: list[str] | tuple[str
                 command: str | None = None) -> Config:
     """Read a YAML config (or the built-in defaults when ``path`` is None) and apply overrides. With
     ``command`` (``"eval"``/``"train"``), overrides that cannot affect that command are first refused or
-    logged as warnings (:func:`check_overrides`)."""
+    logged as warnings (:func:`check_overrides`). ``path`` may name an example an installed plugin ships
+    (``deep-research:hotpotqa``; :mod:`skyrl_core.examples`)."""
     data: Any = {}
     if path is not None:
         p = Path(path)
+        if not p.is_file() and is_example_name(str(path)):
+            p = path = resolve_example(str(path))
         if not p.is_file():
             raise ConfigError(f"config file '{path}' does not exist")
         try:

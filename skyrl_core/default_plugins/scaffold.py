@@ -44,27 +44,76 @@ def plugin_names(name: str) -> dict[str, str]:
     return {"dist_name": dist, "module_name": f"skyrl_{under}", "entry_point": under}
 
 
+def skyrl_core_source() -> str:
+    """Where a generated plugin's CI installs skyrl-core from (it is on no package index), as a pip URL: the
+    source checkout this skyrl-core runs from (``file:///...``), else the URL pip recorded when it was installed
+    (``direct_url.json``: a git URL or a path), else a placeholder to edit."""
+    import importlib.metadata
+    import json as _json
+
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "pyproject.toml").is_file() and 'name = "skyrl-core"' in (checkout / "pyproject.toml").read_text():
+        return checkout.as_uri()
+    try:
+        direct = importlib.metadata.distribution("skyrl-core").read_text("direct_url.json")
+    except importlib.metadata.PackageNotFoundError:
+        direct = None
+    if direct:
+        info = _json.loads(direct)
+        if "vcs_info" in info:
+            return f"{info['vcs_info'].get('vcs', 'git')}+{info['url']}@{info['vcs_info'].get('commit_id', '')}"
+        if not info["url"].endswith((".whl", ".tar.gz", ".zip")):
+            return info["url"]
+    return "file:///path/to/skyrl"
+
+
+def _check_field(field: str, value: str) -> str:
+    """A description or author goes into pyproject.toml's double-quoted strings and README.md: one line, no
+    ``"`` or backslash. Raises SkyrlError naming the field."""
+    if any(c in value for c in '"\\\n\r'):
+        raise SkyrlError(f"--{field} {value!r} is not valid: one line without double quotes or backslashes")
+    return value
+
+
 def generate_plugin(name: str, output_dir: str | Path = ".", description: str | None = None,
                     author: str | None = None, no_input: bool = True) -> Path:
     """Generate the plugin ``skyrl-<name>`` under ``output_dir`` and return its directory.
 
-    Raises SkyrlError for an invalid name (see :func:`plugin_names`), an existing target directory, or a missing
-    cookiecutter."""
+    The distribution, module and entry-point names are derived from ``name`` (:func:`plugin_names`), never
+    asked. With ``no_input=False`` the description and author, when not given, are asked for on the terminal
+    (the template's defaults offered); nothing else is.
+
+    Raises SkyrlError for an invalid name (see :func:`plugin_names`), description or author, an existing target
+    directory, a refusal by the template's hook (its reason, one line), or a missing cookiecutter."""
     names = plugin_names(name)
     target = Path(output_dir) / names["dist_name"]
     if target.exists():
         raise SkyrlError(f"{target} exists already; choose another --output-dir or remove it")
     try:
+        from cookiecutter.exceptions import CookiecutterException
         from cookiecutter.main import cookiecutter
     except ImportError:  # pragma: no cover - cookiecutter is a core dependency
         raise SkyrlError("skyrl new plugin needs cookiecutter: pip install cookiecutter") from None
-    extra = {"plugin_name": name}
-    if description is not None:
-        extra["description"] = description
-    if author is not None:
-        extra["author"] = author
+    import json as _json
+
+    defaults = _json.loads((TEMPLATE / "cookiecutter.json").read_text())
+    if not no_input:
+        import click
+
+        if description is None:
+            description = click.prompt("description", default=defaults["description"])
+        if author is None:
+            author = click.prompt("author", default=defaults["author"] or "", show_default=False)
+    extra = {"plugin_name": name, **names, "skyrl_core_source": skyrl_core_source(),
+             "description": _check_field("description", defaults["description"] if description is None
+                                         else description),
+             "author": _check_field("author", defaults["author"] if author is None else author)}
     Path(output_dir).mkdir(parents=True, exist_ok=True)
-    return Path(cookiecutter(str(TEMPLATE), no_input=no_input, output_dir=str(output_dir), extra_context=extra))
+    try:  # every field is set: cookiecutter asks nothing
+        return Path(cookiecutter(str(TEMPLATE), no_input=True, output_dir=str(output_dir), extra_context=extra))
+    except CookiecutterException as exc:  # the hook's refusal (it wrote nothing): one line, as for a bad name
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise SkyrlError(f"skyrl new plugin {name}: the template refused: {reason}") from None
 
 
 new_app = typer.Typer(rich_markup_mode=None, add_completion=False, no_args_is_help=True,
@@ -80,7 +129,8 @@ def _new() -> None:
 def new_plugin_command(
     name: str = typer.Argument(..., help="Plugin name, lower-case with hyphens (letter-count -> skyrl-letter-count)."),
     output_dir: str = typer.Option(".", "--output-dir", "-o", help="Directory to create the plugin in."),
-    no_input: bool = typer.Option(False, "--no-input", help="Do not prompt; use the defaults for unset fields."),
+    no_input: bool = typer.Option(False, "--no-input", help="Do not ask for the description and author; use the "
+                                  "defaults for those not given."),
     description: Optional[str] = typer.Option(None, "--description", help="One-line description of the plugin."),
     author: Optional[str] = typer.Option(None, "--author", help="Author name for pyproject.toml."),
 ) -> None:
@@ -90,7 +140,7 @@ def new_plugin_command(
     names = plugin_names(name)
     typer.echo(f"created {out}\n\nnext:\n  pip install -e '{out}[test]'\n  skyrl plugins"
                f"                 # lists {names['entry_point']}\n  (cd {out} && pytest -q)\n"
-               f"  skyrl eval {out}/examples/{names['entry_point']}.yaml eval_data.limit=2 sampling.n_samples=1")
+               f"  skyrl eval {name}:{name} eval_data.limit=2 sampling.n_samples=1")
 
 
 @hookimpl(trylast=True)

@@ -82,7 +82,7 @@ def _skyrl(*args: str, timeout: int = 1500) -> subprocess.CompletedProcess:
 def test_eval_of_10_questions_on_the_local_web_then_curate(tmp_path):
     out = tmp_path / "eval"
     cache = tmp_path / "web-cache.sqlite"
-    proc = _skyrl("eval", "examples/deep-research.yaml", "eval_data.limit=10",
+    proc = _skyrl("eval", "deep-research:hotpotqa", "eval_data.limit=10",
                   f"tasks.0.runtime.options.cache.path={cache}", "--output", str(out))
     assert proc.returncode == 0, proc.stderr[-3000:]
     metrics = json.loads((out / "metrics.json").read_text())
@@ -101,7 +101,7 @@ def test_eval_of_10_questions_on_the_local_web_then_curate(tmp_path):
         assert m["search_queries"] <= 5 * r["tool_calls"].get("web_search", 0)
 
     curated = tmp_path / "curated.jsonl"
-    proc = _skyrl("curate", "examples/deep-research.yaml", "eval_data.limit=10", "--from-eval", str(out),
+    proc = _skyrl("curate", "deep-research:hotpotqa", "eval_data.limit=10", "--from-eval", str(out),
                   "--split", "eval", "--mix", "impossible=1,easy=1", "--output", str(curated), timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "before: 10 question(s)" in proc.stdout

@@ -5,7 +5,6 @@ the tokens exactly as generated."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
@@ -15,8 +14,7 @@ from skyrl_core.rollout import RolloutSession
 from skyrl_memagent.data import ensure_document
 from skyrl_memagent.oracle import OraclePolicy
 
-REPO = Path(__file__).resolve().parents[3]
-EXAMPLE = str(REPO / "examples" / "memagent.yaml")
+EXAMPLE = "memagent:ruler-hotpotqa"  # shipped in skyrl_memagent/examples/, taken by name
 
 
 async def rollout(tokenizer, rows, overrides, forget=False):

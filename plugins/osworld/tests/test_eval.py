@@ -1,11 +1,10 @@
-"""``skyrl eval`` and ``skyrl train`` on examples/osworld.yaml: the scripted policy solves ten MiniWoB++ task types
+"""``skyrl eval`` and ``skyrl train`` on osworld:miniwob: the scripted policy solves ten MiniWoB++ task types
 (success 1.0) under every dispatcher, the browser pool never outgrows the dispatcher's cap, and one training
 step with SmolLM2 on text observations runs end to end."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -13,8 +12,7 @@ from skyrl_core.config import load_config
 from skyrl_osworld.cli import markdown_table, per_task_success
 from skyrl_osworld.miniwob import DEFAULT_TASKS
 
-REPO = Path(__file__).resolve().parents[3]
-EXAMPLE = str(REPO / "examples" / "osworld.yaml")
+EXAMPLE = "osworld:miniwob"  # shipped in skyrl_osworld/examples/, taken by name
 
 
 async def test_scripted_policy_solves_ten_task_types(pools, tmp_path):

@@ -13,15 +13,13 @@ import io
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 
 from skyrl_core.config import load_config
 from skyrl_core.multimodal import part_png
 
-REPO = Path(__file__).resolve().parents[3]
-EXAMPLE = str(REPO / "examples" / "osworld.yaml")
+EXAMPLE = "osworld:miniwob"  # shipped in skyrl_osworld/examples/, taken by name
 SHOT = (160, 210)   # the MiniWoB++ area, one pixel per click coordinate
 
 

@@ -19,7 +19,7 @@ from skyrl_skyrl_train import compat
 from skyrl_skyrl_train.launcher import KEY_MAP, build_skyrl_train_config, skyrl_train_overrides, write_dataset
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-RECIPE = Path(__file__).resolve().parents[1] / "examples" / "deep-research-skyrl-train.yaml"
+RECIPE = Path(__file__).resolve().parents[1] / "skyrl_skyrl_train" / "examples" / "deep-research.yaml"
 
 BASE = {
     "model": "smollm2-135m-instruct",

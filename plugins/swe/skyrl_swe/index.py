@@ -33,13 +33,20 @@ SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", "node_modules", ".v
 MAX_FILE_BYTES = 2_000_000  # generated or vendored blobs are not code worth indexing
 # Agent-written files are parsed on the host: tree-sitter's error recovery and its query cursor are superlinear on
 # some inputs (2 MB of "(" ran over 10 minutes; "def f(:" repeated, 2 s per 1.6 MB). A file is parsed for symbols
-# only below MAX_PARSE_BYTES, within PARSE_BUDGET_S of CPU time (parse and symbol extraction; Django 4.2.11's
-# slowest file takes 0.09 s) and when its tree has a shape the query cursor handles in bounded time (see
-# _too_costly); otherwise the file is indexed without symbols and says why, its text still searched.
+# only below MAX_PARSE_BYTES, within a parse-step budget that grows with its size (tree-sitter calls the progress
+# callback once per fixed number of parse operations, so the count measures the input, not the machine: sympy 1.14's
+# files need at most 0.029 steps per byte, 6262 for its largest), and when its tree has a shape the query cursor
+# handles in bounded time (see _too_costly); otherwise the file is indexed without symbols and says why, its text
+# still searched. PARSE_BACKSTOP_S of CPU time (parse and extraction; Django 4.2.11's slowest file takes 0.09 s,
+# sympy's 0.14 s) only stops what the input bounds missed: a file it stops is parsed once more at once, and if it
+# stops it again the file is left without symbols for this refresh only (never cached: the next refresh retries),
+# because a busy machine, not the file, may have spent that time.
 MAX_PARSE_BYTES = 1_000_000
-PARSE_BUDGET_S = 1.0
+PARSE_STEPS_BASE = 5_000
+PARSE_STEPS_PER_BYTE = 0.1  # over 3x what sympy's densest file needs
+PARSE_BACKSTOP_S = 10.0
 MAX_TREE_DEPTH = 400  # levels of large subtrees; Django's deepest is 15 (CPython refuses 200 nested brackets)
-MAX_ERROR_CHILDREN = 256  # tokens directly under one syntax-error node
+MAX_ERROR_CHILDREN = 256  # tokens directly under one syntax-error node; broken statements in one block
 
 
 @attrs.frozen
@@ -74,7 +81,9 @@ class FileSymbols:
     calls: tuple[tuple[str, int], ...]  # (called identifier or attribute, 1-based line)
     has_error: bool
     n_lines: int
-    skipped: str = ""  # why the file has no symbols although it may define some (over a byte or time budget)
+    skipped: str = ""  # why the file has no symbols although it may define some (over a byte or step budget)
+    # the CPU-time backstop stopped it: the machine may be to blame, so the result is never cached
+    transient: bool = False
 
 
 # -- parsing -------------------------------------------------------------------------------------------------------
@@ -135,56 +144,84 @@ def _too_costly(root) -> str:
             if node.is_error and node.child_count > MAX_ERROR_CHILDREN:
                 return (f"a syntax error spans {node.child_count} tokens at line {node.start_point[0] + 1} "
                         f"(over {MAX_ERROR_CHILDREN})")
+            # many broken statements side by side ("def f(:" x 120k): each is small, together they cost the
+            # symbol extraction seconds; honest code has none (has_error is O(1), so clean trees pay nothing)
+            if node.has_error:
+                broken = sum(1 for c in node.children if c.has_error)
+                if broken > MAX_ERROR_CHILDREN:
+                    return (f"syntax errors in {broken} statements of one block at line {node.start_point[0] + 1} "
+                            f"(over {MAX_ERROR_CHILDREN})")
         frontier = [c for node in frontier for c in node.children if c.descendant_count > 256]
     return ""
 
 
 class _Budget:
-    """A CPU-time deadline for one parse (``time.thread_time``: the parsing thread's own CPU seconds, so load on
-    the machine does not skip files); called by tree-sitter's progress callbacks, True = stop."""
+    """The bounds of one parse: ``max_steps`` progress callbacks (tree-sitter calls it once per fixed number of
+    parse operations: a measure of the input) and a CPU-time backstop (``time.thread_time``, the parsing thread's
+    own seconds). Called by tree-sitter's progress callbacks, True = stop; ``exceeded`` is "steps" or "cpu"."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, max_steps: int) -> None:
         self.deadline = time.thread_time() + seconds
-        self.exceeded = False
+        self.max_steps = max_steps
+        self.steps = 0
+        self.exceeded = ""
 
     def __call__(self, *_progress) -> bool:
+        self.steps += 1
+        if not self.exceeded and self.steps > self.max_steps:
+            self.exceeded = "steps"
+        return self.expired()
+
+    def expired(self) -> bool:
         if not self.exceeded and time.thread_time() > self.deadline:
-            self.exceeded = True
-        return self.exceeded
+            self.exceeded = "cpu"
+        return bool(self.exceeded)
 
 
 def parse_python(source: bytes, budget_s: float | None = None) -> FileSymbols:
     """Parse Python ``source`` with tree-sitter into symbols and call sites. Never raises on bad syntax.
 
-    Bounded for hostile input: over :data:`MAX_PARSE_BYTES` bytes, past ``budget_s`` CPU seconds (default
-    :data:`PARSE_BUDGET_S`) in parsing or symbol extraction, or with a tree the query cursor would be slow on
-    (:func:`_too_costly`), the result has no symbols or calls and ``skipped`` says why."""
+    Bounded for hostile input by what the input is: over :data:`MAX_PARSE_BYTES` bytes, over
+    ``PARSE_STEPS_BASE + PARSE_STEPS_PER_BYTE * len(source)`` parse steps, or with a tree the query cursor would be
+    slow on (:func:`_too_costly`), the result has no symbols or calls and ``skipped`` says why. Past ``budget_s``
+    CPU seconds (default :data:`PARSE_BACKSTOP_S`) the same, with ``transient=True``: the caller retries rather
+    than caching it (:class:`CodeIndex` does)."""
     import tree_sitter
 
     n_lines = source.count(b"\n") + 1
     if len(source) > MAX_PARSE_BYTES:
         return FileSymbols(symbols=(), calls=(), has_error=False, n_lines=n_lines,
                            skipped=f"{len(source)} bytes, over the {MAX_PARSE_BYTES}-byte parse limit")
-    seconds = PARSE_BUDGET_S if budget_s is None else budget_s
-    budget = _Budget(seconds)
-    over = FileSymbols(symbols=(), calls=(), has_error=True, n_lines=n_lines,
-                       skipped=f"parsing took over {seconds:g} s of CPU time (parse budget)")
+    seconds = PARSE_BACKSTOP_S if budget_s is None else budget_s
+    max_steps = int(PARSE_STEPS_BASE + PARSE_STEPS_PER_BYTE * len(source))
+    budget = _Budget(seconds, max_steps)
+
+    def over() -> FileSymbols:
+        if budget.exceeded == "steps":
+            why = f"parsing took over {max_steps} steps for {len(source)} bytes (parse budget)"
+        else:
+            why = f"parsing took over {seconds:g} s of CPU time (parse backstop; retried on the next refresh)"
+        return FileSymbols(symbols=(), calls=(), has_error=True, n_lines=n_lines, skipped=why,
+                           transient=budget.exceeded == "cpu")
+
     parser, query = _python_parser()
     view = memoryview(source)
     try:
         tree = parser.parse(lambda offset, _point: view[offset:offset + 65536], progress_callback=budget)
     except ValueError:  # tree-sitter's "Parsing failed": the budget stopped it
         parser.reset()  # else the next parse would resume this one
-        return over
+        return over()
     symbols: list[Symbol] = []
     calls: list[tuple[str, int]] = []
     costly = _too_costly(tree.root_node)  # a deep tree needs no syntax error (a 25k-long attribute chain)
-    if costly or budget():
-        return attrs.evolve(over, skipped=costly) if costly else over
+    if costly:
+        return FileSymbols(symbols=(), calls=(), has_error=True, n_lines=n_lines, skipped=costly)
+    if budget.expired():
+        return over()
     # no progress callback here: QueryCursor.matches/captures crash with one in py-tree-sitter 0.26.1
     matches = tree_sitter.QueryCursor(query).matches(tree.root_node)
     for _pattern, match in matches:
-        if budget():
+        if budget.expired():
             break
         if "call" in match:
             node = match["call"][0]
@@ -211,7 +248,7 @@ def parse_python(source: bytes, budget_s: float | None = None) -> FileSymbols:
                               start=outer.start_point[0] + 1, end=defn.end_point[0] + 1, header_end=header_end,
                               bases=bases))
     if budget.exceeded:
-        return over
+        return over()
     symbols.sort(key=lambda s: (s.start, -s.end))
     return FileSymbols(symbols=tuple(symbols), calls=tuple(calls), has_error=tree.root_node.has_error,
                        n_lines=n_lines)
@@ -265,6 +302,7 @@ class FileEntry:
     has_error: bool
     n_lines: int
     skipped: str = ""  # FileSymbols.skipped: why a file has no symbols (its text is still searched)
+    transient: bool = False  # FileSymbols.transient: parsed again on the next refresh
 
     def enclosing(self, line: int) -> Symbol | None:
         """The innermost definition containing 1-based ``line``."""
@@ -355,14 +393,14 @@ class CodeIndex:
             # "racy" files (modified around the last refresh) are re-hashed: a same-size edit within one
             # timestamp tick would otherwise go unseen (git's racy-git rule)
             if old is not None and old.mtime_ns == st.st_mtime_ns and old.size == st.st_size \
-                    and st.st_mtime_ns < self._last_refresh_ns - 2_000_000_000:
+                    and st.st_mtime_ns < self._last_refresh_ns - 2_000_000_000 and not old.transient:
                 continue
             try:
                 data = (self.root / rel).read_bytes()
             except OSError:
                 continue
             sha1 = hashlib.sha1(data).hexdigest()
-            if old is not None and old.sha1 == sha1:
+            if old is not None and old.sha1 == sha1 and not old.transient:
                 old.mtime_ns, old.size = st.st_mtime_ns, st.st_size
                 continue
             changed.append((rel, st, data, sha1))
@@ -383,12 +421,15 @@ class CodeIndex:
             result = parsed.get(rel)
             if result is None:
                 result = CONTENT_CACHE.get(sha1) or LANGUAGES[os.path.splitext(rel)[1]](data)
-            else:
+            if result.transient:  # the CPU backstop stopped it: maybe the machine, not the file; once more
+                result = LANGUAGES[os.path.splitext(rel)[1]](data)
+            if rel in parsed and not result.transient:
                 CONTENT_CACHE.put(sha1, result)
             symbols, calls = _with_path(result, rel)
             self.files[rel] = FileEntry(mtime_ns=st.st_mtime_ns, size=st.st_size, sha1=sha1, data=data,
                                         symbols=symbols, calls=calls, has_error=result.has_error,
-                                        n_lines=result.n_lines, skipped=result.skipped)
+                                        n_lines=result.n_lines, skipped=result.skipped,
+                                        transient=result.transient)
         self._last_refresh_ns = started_ns
         if changed or removed:
             self.version += 1

@@ -4,13 +4,11 @@ bubblewrap sandbox (prepared in the init stage), the test-based verifier, and th
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from skyrl_core.transitions import CONTEXT_EXCEEDED, FINISHED, MAX_TOKENS, MAX_TURNS, NO_TOOL_CALL
 
-REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.slow
@@ -19,7 +17,7 @@ async def test_eval_of_two_generated_instances_with_the_hf_engine(generated, tmp
     from skyrl_core.evaluate import run_eval
     from skyrl_swe.predictions import read_trajectories_jsonl
 
-    cfg = load_config(str(REPO / "examples" / "swe.yaml"),
+    cfg = load_config("swe:generated",
                       [f"data.path={generated}", "data.limit=0", f"eval_data.path={generated}", "eval_data.offset=0",
                        "eval_data.limit=2",
                        "sampling.n_samples=1", "agent.max_turns=2", "sampling.max_tokens=48", "sampling.seed=0"])

@@ -45,7 +45,7 @@ def test_example_config_lists_localize():
 
     import yaml
 
-    cfg = yaml.safe_load((Path(__file__).resolve().parents[3] / "examples" / "swe.yaml").read_text())
+    cfg = yaml.safe_load((Path(__file__).resolve().parents[1] / "skyrl_swe" / "examples" / "generated.yaml").read_text())
     assert cfg["tasks"][0]["tools"][0] == "localize"
 
 

@@ -4,13 +4,11 @@ SmolLM2 through the hf engine, the test-based verifier, training data and the lo
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from skyrl_core.transitions import CONTEXT_EXCEEDED, FINISHED, MAX_TOKENS, MAX_TURNS, NO_TOOL_CALL
 
-REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.slow
@@ -19,7 +17,7 @@ async def test_one_train_step_on_generated_instances(generated, tmp_path, one_to
     from skyrl_core.trainer.loop import TrainRun
 
     rows = {json.loads(line)["instance_id"] for line in generated.read_text().splitlines() if line.strip()}
-    cfg = load_config(str(REPO / "examples" / "swe.yaml"),
+    cfg = load_config("swe:generated",
                       ["train.steps=1", f"data.path={generated}", f"eval_data.path={generated}",
                        "agent.max_turns=2", "sampling.max_tokens=48", "sampling.seed=0"])
     summary = await TrainRun(cfg, tmp_path).run()

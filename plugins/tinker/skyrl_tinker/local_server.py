@@ -195,12 +195,19 @@ whose [tokens, vocab] logits exist at once (memory: a 49k vocabulary makes these
 
 
 def main_serve(server: LocalTinkerServer) -> None:
-    """Run ``server`` in the foreground until Ctrl-C (``skyrl tinker serve-local``)."""
-    server.start()
-    exports = " ".join(f"{k}={v}" for k, v in server.env().items())
-    print(f"local Tinker server for {server.base_model} at {server.url} (log: {server.log_path})\n"
-          f"use it with: export {exports}", file=sys.stderr, flush=True)
+    """Run ``server`` in the foreground until Ctrl-C or SIGTERM (``skyrl tinker serve-local``); either stops the
+    server's API and engine before returning (``kill`` of this process leaves none behind)."""
+
+    def terminate(signum, _frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, terminate)
+    signal.signal(signal.SIGHUP, terminate)
     try:
+        server.start()
+        exports = " ".join(f"{k}={v}" for k, v in server.env().items())
+        print(f"local Tinker server for {server.base_model} at {server.url} (log: {server.log_path})\n"
+              f"use it with: export {exports}", file=sys.stderr, flush=True)
         while server.proc is not None and server.proc.poll() is None:
             time.sleep(1.0)
         print(f"the server exited; end of {server.log_path}:\n{server.log_tail()}", file=sys.stderr)

@@ -29,8 +29,8 @@ log = logging.getLogger(__name__)
 AGENT_LOOP_NAME = "skyrl"
 AGENT_LOOP_TARGET = "skyrl_verl.agent_loop.SkyrlAgentLoop"
 ROLLOUT_ENGINES = ("vllm", "sglang")
-# the example config this plugin documents (present in a source checkout)
-REPO_EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "verl.yaml"
+# the example config this plugin documents and ships (``skyrl train verl:gsm8k``)
+REPO_EXAMPLE = Path(__file__).resolve().parent / "examples" / "gsm8k.yaml"
 
 
 @attrs.define(frozen=True)

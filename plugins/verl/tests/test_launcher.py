@@ -13,8 +13,7 @@ from skyrl_core.errors import ConfigError
 from skyrl_verl.launcher import KEY_MAP, build_verl_config, verl_overrides, write_task_parquet
 
 PLUGIN = Path(__file__).resolve().parents[1]
-REPO = PLUGIN.parents[1]
-EXAMPLE = REPO / "examples" / "verl.yaml"
+EXAMPLE = "verl:gsm8k"  # shipped in skyrl_verl/examples/, taken by name
 
 
 def _cfg(**sections):

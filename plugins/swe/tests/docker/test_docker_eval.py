@@ -4,13 +4,11 @@ trajectory (its image built on demand in the init stage), the verifier in fresh 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from skyrl_core.transitions import CONTEXT_EXCEEDED, FINISHED, MAX_TOKENS, MAX_TURNS, NO_TOOL_CALL
 
-REPO = Path(__file__).resolve().parents[4]
 
 
 @pytest.mark.slow
@@ -20,7 +18,7 @@ async def test_eval_of_two_generated_instances_in_docker(generated, tmp_path, on
     from skyrl_core.evaluate import run_eval
     from skyrl_swe.docker_runtime import REMOVALS
 
-    cfg = load_config(str(REPO / "examples" / "swe.yaml"),
+    cfg = load_config("swe:generated",
                       ["runtime.type=docker", f"data.path={generated}", "data.limit=0", f"eval_data.path={generated}",
                        "eval_data.offset=0", "eval_data.limit=2", "sampling.n_samples=1", "agent.max_turns=2",
                        "sampling.max_tokens=48", "sampling.seed=0"])

@@ -16,6 +16,11 @@ A watchdog thread sums the resident memory of the API process and its children e
 peak in MiB in ``peak_rss_mb.txt`` in the working directory. ``--max-rss-mb N`` (api role, also ``$SKYRL_TINKER_SERVER_MAX_RSS_MB``)
 makes it a cap: past N MiB it logs the figure and kills the engine and itself (exit code 137), so a runaway
 server cannot take a shared CI machine down.
+
+Both roles die with the process that started them: a thread notices when this process's parent is gone (it was
+re-parented) and kills this process's children, then exits; the API also kills its children when uvicorn stops
+(SIGTERM, Ctrl-C). So `kill` of ``skyrl tinker serve-local`` (or of a training run that started the server), even
+``kill -9``, leaves no API or engine process behind.
 """
 
 from __future__ import annotations
@@ -75,6 +80,36 @@ def _watch_memory(limit_mb: int, interval_s: float = 1.0) -> None:
         time.sleep(interval_s)
 
 
+def kill_children() -> None:
+    """SIGKILL every descendant of this process (psutil; nothing when it is missing)."""
+    try:
+        import psutil
+    except ImportError:
+        return
+    for child in psutil.Process().children(recursive=True):
+        try:
+            child.kill()
+        except psutil.Error:
+            pass
+
+
+def die_with_parent(interval_s: float = 0.5) -> threading.Thread:
+    """Start a daemon thread that, once this process's parent has exited (``os.getppid()`` changes: the process
+    was re-parented), kills this process's children and exits with 143. Returns the thread."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval_s)
+        log.warning("the process that started this one (pid %d) is gone: stopping", parent)
+        kill_children()
+        os._exit(143)
+
+    thread = threading.Thread(target=watch, daemon=True, name="parent-watch")
+    thread.start()
+    return thread
+
+
 def run_api(argv: list[str]) -> None:
     import argparse
 
@@ -94,7 +129,10 @@ def run_api(argv: list[str]) -> None:
     api.app.state.engine_config = EngineConfig.model_validate(
         {k: v for k, v in vars(args).items() if k in EngineConfig.model_fields})
     threading.Thread(target=_watch_memory, args=(args.max_rss_mb,), daemon=True, name="rss-watch").start()
-    uvicorn.run(api.app, host=args.host, port=args.port, log_level="warning")
+    try:
+        uvicorn.run(api.app, host=args.host, port=args.port, log_level="warning")  # returns on SIGTERM/SIGINT
+    finally:
+        kill_children()
 
 
 def run_engine(argv: list[str]) -> None:
@@ -112,6 +150,7 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     _typing_shim()
+    die_with_parent()
     role, rest = sys.argv[1], sys.argv[2:]
     run_api(rest) if role == "api" else run_engine(rest)
 

