@@ -36,6 +36,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "advantage_estimators": ("register_advantage_estimators", "advantage estimator"),
     "policy_losses": ("register_policy_losses", "policy loss"),
     "loggers": ("register_loggers", "logger"),
+    "eval_writers": ("register_eval_writers", "eval writer"),
 }
 
 

@@ -86,6 +86,17 @@ class FakePlugin:
     def register_loggers(self, register):
         register(MemoryLogger, name="memory")
 
+    @hookimpl
+    def register_eval_writers(self, register):
+        def answers_csv(output_dir, trajectories, config):
+            if any(t.instance_id == "boom" for t in trajectories):
+                raise OSError("the writer's disk is full")
+            path = output_dir / "answers.csv"
+            path.write_text("".join(f"{t.instance_id},{t.reward},{config.model}\n" for t in trajectories))
+            return {"answers": path}
+
+        register(answers_csv, name="answers_csv")
+
 
 class MemoryLogger:
     """A logger plugin: keeps the records it is given (and can be told to fail)."""
@@ -229,6 +240,21 @@ def test_hook_register_loggers(fake, tmp_path):
     assert [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl")] == [1, 2, 3]
     with pytest.raises(UnknownComponentError, match="no logger named 'mlflow'"):
         MetricsLogger(tmp_path, LoggingConfig(loggers=["mlflow"]))
+
+
+def test_hook_register_eval_writers(fake, tmp_path):
+    from skyrl_core.config import Config
+    from skyrl_core.evaluate import write_outputs
+    from skyrl_core.transitions import Trajectory
+
+    assert "answers_csv" in fake.registry.names("eval_writers")
+    trajs = [Trajectory(instance_id=i, sample_index=0, task="t", group_id=i, reward=r) for i, r in (("a", 1.0), ("b", 0.0))]
+    paths = write_outputs(tmp_path, trajs, {}, config=Config(model="m"))
+    assert paths["answers"].read_text() == "a,1.0,m\nb,0.0,m\n"
+    # a writer that raises is logged and skipped: the eval keeps its own files
+    boom = [Trajectory(instance_id="boom", sample_index=0, task="t", group_id="boom")]
+    paths = write_outputs(tmp_path / "boom", boom, {}, config=Config())
+    assert "answers" not in paths and paths["trajectories"].exists() and paths["metrics"].exists()
 
 
 def test_unknown_component_error_lists_valid_names(plugins):
