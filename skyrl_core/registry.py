@@ -110,6 +110,10 @@ class Registry:
 
 
 def _validate(kind: str, name: Any, obj: Any, plugin: str) -> None:
+    if kind == "inference_engines" and getattr(obj, "scripted_policy", False):
+        raise RegistrationError(f"plugin '{plugin}' registered '{name}', a scripted policy, as an inference engine; "
+                                f"a scripted policy is a benchmark fixture no config may train with: run it with a "
+                                f"scaffold-check command (skyrl_core.scripted)")
     if kind == "tools":
         from .tools import Tool
 
