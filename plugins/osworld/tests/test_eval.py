@@ -25,6 +25,9 @@ async def test_scripted_policy_solves_ten_task_types(pools, tmp_path):
     assert cfg.dispatcher.type == "async_batch_bounded"
     metrics = await run_scaffold_check(cfg, tmp_path, scripted_engine(cfg))
     assert metrics["scaffold_check"]["policy"] == "miniwob_scripted"  # labelled: not a model's score
+    from skyrl_core.plugins import get_registry
+
+    assert "miniwob_scripted" not in get_registry().names("inference_engines")  # a fixture, never an engine
     assert metrics["pass@1"] == 1.0 and metrics["n_trajectories"] == 10
     assert metrics["finish_reasons"] == {"finished": 10}
     table = per_task_success(tmp_path / "trajectories.jsonl")
