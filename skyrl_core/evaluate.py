@@ -145,9 +145,15 @@ async def run_eval(config: Any, output_dir: str | Path, engine: Any = None,
         rollout_start = time.perf_counter()
         trajectories, dispatch = await session.rollout(items, config.sampling.n_samples)
         rollout_s = time.perf_counter() - rollout_start
+        scripted = getattr(session.engine, "scripted_policy", False)
+        policy = getattr(session.engine, "name", "")
     finally:
         await session.close()
     metrics = eval_metrics(trajectories, time.perf_counter() - start, dispatch)
     metrics["rollout_s"] = rollout_s
+    if scripted:  # a scripted policy's pass rate is a scaffold check, labelled so wherever metrics.json goes
+        from .scripted import SCAFFOLD_NOTE
+
+        metrics["scaffold_check"] = {"policy": policy, "note": SCAFFOLD_NOTE}
     write_outputs(output_dir, trajectories, metrics, html_limit=config.logging.trajectories_html, config=config)
     return metrics

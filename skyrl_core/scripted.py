@@ -51,19 +51,14 @@ def refuse_scripted_policy(engine: Any, where: str = "skyrl train") -> None:
 
 async def run_scaffold_check(config: Any, output_dir: str | Path, policy: ScriptedPolicy) -> dict[str, Any]:
     """Roll out the config's eval split with ``policy`` through :func:`skyrl_core.evaluate.run_eval` and return
-    its metrics, marked ``scaffold_check: {"policy": name, "note": ...}`` (also in ``metrics.json``)."""
-    import json
-
+    its metrics, which (like any eval whose engine is a scripted policy) carry ``scaffold_check: {"policy": name,
+    "note": ...}``, in ``metrics.json`` too. Raises ConfigError for an engine that is not a ScriptedPolicy."""
     from .evaluate import run_eval
 
     if not is_scripted_policy(policy):
         raise ConfigError(f"run_scaffold_check takes a ScriptedPolicy, got {type(policy).__name__}: a model is "
                           f"evaluated with `skyrl eval`")
-    metrics = await run_eval(config, output_dir, engine=policy)
-    metrics["scaffold_check"] = {"policy": policy.name, "note": SCAFFOLD_NOTE}
-    path = Path(output_dir) / "metrics.json"
-    path.write_text(json.dumps(metrics, indent=2, default=str) + "\n", encoding="utf-8")
-    return metrics
+    return await run_eval(config, output_dir, engine=policy)
 
 
 def scaffold_check_command(app: Any, factory: Callable[[Any], ScriptedPolicy], policy_name: str) -> None:
