@@ -89,3 +89,23 @@ def test_a_withdrawn_figure_appears_only_where_its_history_is_kept(text, allowed
 
 def test_the_withdrawn_list_is_read():
     assert {t for t, _ in withdrawn()} >= {"44 attacks", "about ten minutes", "0.22 -> 0.95"}
+
+
+def test_the_readme_says_what_never_ran():
+    text = (REPO / "README.md").read_text()
+    never = text.split("**What never ran here.**", 1)[1].split("\n\n", 1)[0]
+    for name in ("VeRL", "SkyRL-train", "GPU", "Serper", "Jina", "Tinker", "OSWorld VM"):
+        assert name in never, name
+
+
+def test_the_quickstart_is_quoted_both_ways_and_localisation_from_held_out_rows():
+    """Pass@1 at the training temperature and greedy, side by side; the localisation headline is the held-out
+    row set's, and the registry says the rows were never used for tuning."""
+    text = (REPO / "README.md").read_text()
+    quickstart = text.split("- **The quickstart**", 1)[1].split("\n- **", 1)[0]
+    assert "<!-- figure: quickstart-t1 -->" in quickstart and "<!-- figure: quickstart-greedy -->" in quickstart
+    figures = registry()
+    assert "temperature 1" in figures["quickstart-t1"]["rows"] and "greedy" in figures["quickstart-greedy"]["rows"]
+    localisation = text.split("- **Localisation**", 1)[1].split("\n- **", 1)[0]
+    assert "<!-- figure: localize-heldout -->" in localisation and "never used for tuning" in localisation
+    assert "never looked at while tuning" in figures["localize-heldout"]["rows"]
