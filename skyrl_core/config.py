@@ -238,6 +238,22 @@ class LoggingConfig:
     trajectories_html: int = 8
 
 
+EVAL_SELECTIONS = ("vote", "first")  # reward-free ways to pick one sample per instance (EvalConfig.selection)
+
+
+@attrs.define
+class EvalConfig:
+    """What ``skyrl eval`` writes besides its metrics. ``selection``: how an eval writer that needs one answer per
+    instance (the swe plugin's ``predictions.jsonl``) picks it among the ``sampling.n_samples`` samples without
+    reading any reward: ``vote`` (the answer most samples gave, ties to the lowest sample index; empty answers
+    vote only when every sample is empty) or ``first`` (sample 0). ``oracle_best_of_n``: also write the
+    best-rewarded sample per instance to a separate, so-named file (``predictions.oracle-best-of-N.jsonl``): an
+    upper bound that read the hidden tests, never a pass@1."""
+
+    selection: str = "vote"
+    oracle_best_of_n: bool = False
+
+
 @attrs.define
 class Config:
     """A whole run. ``model``: ``smollm2-135m-instruct`` (bundled), a local HF directory, or a served name."""
@@ -251,6 +267,7 @@ class Config:
     backend: BackendConfig = attrs.Factory(BackendConfig)
     train: TrainConfig = attrs.Factory(TrainConfig)
     logging: LoggingConfig = attrs.Factory(LoggingConfig)
+    eval: EvalConfig = attrs.Factory(EvalConfig)
     seed: int = 0
     ray: RayConfig = attrs.Factory(RayConfig)
 
@@ -502,6 +519,8 @@ def validate_values(config: Config) -> None:
         ("backend.lr", config.backend.lr > 0, "a positive number"),
         ("backend.clip", config.backend.clip > 0, "a positive number"),
         ("tasks", len(config.tasks) >= 1, "a list with at least one task"),
+        ("eval.selection", config.eval.selection in EVAL_SELECTIONS,
+         f"one of {', '.join(EVAL_SELECTIONS)} (reward-free; the oracle pick is eval.oracle_best_of_n: true)"),
     ]
     for key, ok, valid in checks:
         if not ok:

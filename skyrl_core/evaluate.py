@@ -2,14 +2,15 @@
 
 Outputs, in the output directory: ``trajectories.jsonl`` (one trajectory per line: messages, transitions with
 token ids and logprobs, reward, finish reason, metrics), ``metrics.json`` and ``trajectories.html`` (a readable
-view of some trajectories, see :mod:`skyrl_core.report`). When a verifier records a patch in
-``trajectory.metrics["model_patch"]`` (repository tasks such as the swe plugin's), ``predictions.jsonl`` too: one
-row per instance in the SWE-bench harness format (``instance_id``, ``model_name_or_path``, ``model_patch``).
+view of some trajectories, see :mod:`skyrl_core.report`), then whatever each registered eval writer
+(``register_eval_writers``) writes: the swe plugin's writes ``predictions.jsonl`` in the SWE-bench harness format,
+one reward-free pick per instance (``eval.selection``). Output formats of a benchmark belong to its plugin.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 from collections import Counter, defaultdict
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .transitions import Trajectory
+
+log = logging.getLogger(__name__)
 
 SUCCESS_REWARD = 1.0  # a sample counts as solved for pass@k when its reward reaches this
 
@@ -145,29 +148,14 @@ def trajectory_metric_means(trajectories: Sequence[Trajectory]) -> dict[str, flo
     return {key: sums[key] / counts[key] for key in sorted(sums)}
 
 
-PATCH_METRIC = "model_patch"  # a verifier that produces a patch records it under this metrics key
-
-
-def harness_predictions(trajectories: Sequence[Any], model_name: str) -> list[dict[str, str]]:
-    """SWE-bench harness predictions: one ``{"instance_id", "model_name_or_path", "model_patch"}`` per instance,
-    from its best sample (highest reward, then a non-empty patch, then the lowest sample index). The patch is
-    ``metrics["model_patch"]``; a sample without one (its verifier never ran) counts as an empty patch."""
-    best: dict[str, tuple[tuple, dict[str, str]]] = {}
-    for t in trajectories:
-        patch = (t.metrics or {}).get(PATCH_METRIC)
-        patch = patch if isinstance(patch, str) else ""
-        key = (-float(t.reward or 0.0), not patch, t.sample_index)
-        row = {"instance_id": t.instance_id, "model_name_or_path": model_name, "model_patch": patch}
-        if t.instance_id not in best or key < best[t.instance_id][0]:
-            best[t.instance_id] = (key, row)
-    return [row for _key, row in best.values()]
-
-
 def write_outputs(output_dir: str | Path, trajectories: Sequence[Trajectory], metrics: dict[str, Any],
-                  html_limit: int = 8, model_name: str = "skyrl") -> dict[str, Path]:
-    """Write ``trajectories.jsonl``, ``metrics.json`` and ``trajectories.html`` into ``output_dir``, plus
-    ``predictions.jsonl`` (:func:`harness_predictions`, recorded as ``model_name``) when any trajectory's metrics
-    carry a ``model_patch``."""
+                  html_limit: int = 8, config: Any = None) -> dict[str, Path]:
+    """Write ``trajectories.jsonl``, ``metrics.json`` and ``trajectories.html`` into ``output_dir``, then run
+    every registered eval writer (``register_eval_writers``) as ``writer(output_dir, trajectories, config)``;
+    returns ``{name: path}`` of every file written. ``config`` is the run's Config (defaults when None). A writer
+    that raises is logged with its name and skipped: the eval's own files stand."""
+    from .config import Config
+    from .plugins import get_registry
     from .report import write_html
 
     out = Path(output_dir)
@@ -179,11 +167,14 @@ def write_outputs(output_dir: str | Path, trajectories: Sequence[Trajectory], me
             f.write(json.dumps(t.to_json(), ensure_ascii=False, default=str) + "\n")
     paths["metrics"].write_text(json.dumps(metrics, indent=2, default=str) + "\n", encoding="utf-8")
     write_html(trajectories, paths["html"], limit=html_limit, title="skyrl eval", metrics=metrics)
-    if any(PATCH_METRIC in (t.metrics or {}) for t in trajectories):
-        paths["predictions"] = out / "predictions.jsonl"
-        with paths["predictions"].open("w", encoding="utf-8") as f:
-            for row in harness_predictions(trajectories, model_name):
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    config = config if config is not None else Config()
+    for reg in get_registry().items("eval_writers"):
+        try:
+            written = reg.obj(out, list(trajectories), config) or {}
+        except Exception as exc:  # one writer's bug must not cost the eval its trajectories and metrics
+            log.error("eval writer '%s' (plugin '%s') failed: %s: %s", reg.name, reg.plugin, type(exc).__name__, exc)
+            continue
+        paths.update({str(k): Path(v) for k, v in written.items()})
     return paths
 
 
@@ -205,10 +196,15 @@ async def run_eval(config: Any, output_dir: str | Path, engine: Any = None,
         rollout_start = time.perf_counter()
         trajectories, dispatch = await session.rollout(items, config.sampling.n_samples)
         rollout_s = time.perf_counter() - rollout_start
+        scripted = getattr(session.engine, "scripted_policy", False)
+        policy = getattr(session.engine, "name", "")
     finally:
         await session.close()
     metrics = eval_metrics(trajectories, time.perf_counter() - start, dispatch)
     metrics["rollout_s"] = rollout_s
-    write_outputs(output_dir, trajectories, metrics, html_limit=config.logging.trajectories_html,
-                  model_name=str(config.model))
+    if scripted:  # a scripted policy's pass rate is a scaffold check, labelled so wherever metrics.json goes
+        from .scripted import SCAFFOLD_NOTE
+
+        metrics["scaffold_check"] = {"policy": policy, "note": SCAFFOLD_NOTE}
+    write_outputs(output_dir, trajectories, metrics, html_limit=config.logging.trajectories_html, config=config)
     return metrics

@@ -69,3 +69,8 @@ def register_policy_losses(register):
 @hookspec
 def register_loggers(register):
     """Register metric-logger factories ``(Path, Config | None) -> logger`` (run directory, run config)."""
+
+
+@hookspec
+def register_eval_writers(register):
+    """Register eval output writers ``(Path, list[Trajectory], Config) -> dict[str, Path]``, named by ``name``."""

@@ -36,6 +36,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "advantage_estimators": ("register_advantage_estimators", "advantage estimator"),
     "policy_losses": ("register_policy_losses", "policy loss"),
     "loggers": ("register_loggers", "logger"),
+    "eval_writers": ("register_eval_writers", "eval writer"),
 }
 
 
@@ -109,6 +110,10 @@ class Registry:
 
 
 def _validate(kind: str, name: Any, obj: Any, plugin: str) -> None:
+    if kind == "inference_engines" and getattr(obj, "scripted_policy", False):
+        raise RegistrationError(f"plugin '{plugin}' registered '{name}', a scripted policy, as an inference engine; "
+                                f"a scripted policy is a benchmark fixture no config may train with: run it with a "
+                                f"scaffold-check command (skyrl_core.scripted)")
     if kind == "tools":
         from .tools import Tool
 

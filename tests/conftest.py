@@ -12,7 +12,6 @@ os.environ["SKYRL_LOAD_PLUGINS"] = ""
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
 
 
 @pytest.fixture
@@ -27,12 +26,6 @@ def plugins():
     finally:
         plugins_mod.reset_plugins()
 
-
-@pytest.fixture
-def shared_data() -> Path:
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"shared data folder {SHARED_DATA} is absent")
-    return SHARED_DATA
 
 
 @pytest.fixture(scope="module")

@@ -245,21 +245,6 @@ def test_vllm_factory_without_vllm_names_the_extra(plugins):
         plugins.registry.get("inference_engines", "vllm")(Config(engine=EngineConfig(type="vllm")))
 
 
-@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm is not installed (pip install vllm; "
-                                                                     "needs a GPU)")
-async def test_vllm_engine_generates_token_ids():
-    from skyrl_core.default_plugins.engines.vllm import VLLMEngine
-
-    eng = VLLMEngine(model="smollm2-135m-instruct", max_batch=4, gpu_memory_utilization=0.3)
-    try:
-        prompt = chat(eng, QUESTIONS[0])
-        out = await eng.generate(prompt, SamplingParams(temperature=0.0, max_tokens=8))
-        assert 0 < len(out.output_ids) <= 8 and len(out.output_logprobs) == len(out.output_ids)
-        assert out.finish_reason in ("stop", "length")
-    finally:
-        await eng.close()
-
-
 # -- timeouts that catch a stall, not a slow machine (docs/engines.md, "Timeouts") ---------------------------
 async def test_a_stall_fails_the_admitted_call_while_a_queued_one_waits_unharmed(tiny_chat_model_dir):
     """engine.timeout_s was one call's wall time, queueing included: on a loaded machine every call timed out

@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 from skyrl_core.rollout import RolloutSession
-from skyrl_core.default_plugins.runtimes.sandbox import LocalSandbox, bubblewrap_problem
+from skyrl_core.default_plugins.runtimes.sandbox import LocalSandbox
 from skyrl_core.runtime import RuntimeSpec
+from skyrl_core.testing import require_sandbox
 from test_agent import ScriptedReplyInjector, call
 from test_rollout import config, engine, registry  # noqa: F401 (the same plugin, engine and registry fixtures)
 
@@ -35,8 +36,7 @@ async def test_a_limit_hit_is_named_in_the_observation_and_counted_in_the_trajec
 
 
 async def test_every_limit_note_names_its_limit():
-    if bubblewrap_problem():
-        pytest.skip(bubblewrap_problem())
+    require_sandbox()  # fails instead of skipping under SKYRL_REQUIRE_SANDBOX=1 (CI)
     spec = RuntimeSpec(max_file_mb=1, cpu_time_s=1, max_output_chars=100)
     async with LocalSandbox(spec) as rt:
         cases = {"file_size": "head -c 3000000 /dev/zero > big", "cpu_time": "while :; do :; done",

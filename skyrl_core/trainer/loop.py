@@ -243,6 +243,9 @@ class TrainRun:
             self.session = await RolloutSession.create(self.config)
         else:
             self.session = await self.session_factory(self.config)
+        from ..scripted import refuse_scripted_policy
+
+        refuse_scripted_policy(self.session.engine)  # a benchmark fixture ignores weight updates: nothing to train
         # a misspelled estimator fails now, naming the registered ones, not after the first rollout
         self.session.registry.get("advantage_estimators", self.config.backend.advantage)
         self.backend = create_backend(self.config, self.session.engine)

@@ -18,13 +18,9 @@ os.environ.setdefault("SKYRL_SWE_CACHE", str(HERE / ".cache"))
 
 @pytest.fixture(autouse=True)
 def sandbox_available():
-    from skyrl_core.default_plugins.runtimes.sandbox import bubblewrap_problem
+    from skyrl_core.testing import require_sandbox
 
-    problem = bubblewrap_problem()
-    if problem:
-        if os.environ.get("SKYRL_REQUIRE_SANDBOX") == "1":
-            pytest.fail(f"SKYRL_REQUIRE_SANDBOX=1 but the sandbox is unavailable: {problem}")
-        pytest.skip(problem)
+    require_sandbox()
 
 
 @pytest.fixture

@@ -37,7 +37,19 @@ def register_tasks(register):
 
 
 @hookimpl
-def register_inference_engines(register):
+def register_commands(register):
+    import typer
+
+    from skyrl_core.scripted import scaffold_check_command
+
     from .oracle import oracle_engine
 
-    register(oracle_engine, name="memagent_oracle")
+    app = typer.Typer(help="MemAgent: the scripted oracle's scaffold check.", no_args_is_help=True,
+                      rich_markup_mode=None)
+
+    @app.callback()
+    def memagent() -> None:  # a group, so `skyrl memagent scaffold-check` keeps its subcommand name
+        """MemAgent commands."""
+
+    scaffold_check_command(app, oracle_engine, "memagent_oracle")
+    register(app, name="memagent")

@@ -1,6 +1,7 @@
-"""``engine.type: memagent_oracle``: a scripted policy that checks the scaffold, independently of model quality.
+"""``memagent_oracle``: a scripted policy that checks the scaffold, independently of model quality.
 
-It is not a model. It reads each prompt it is given (token ids, decoded with the policy's tokenizer), finds the
+It is not a model, and not an inference engine: a benchmark fixture (:mod:`skyrl_core.scripted`) run by
+``skyrl memagent scaffold-check CONFIG``; no config can name it and ``skyrl train`` refuses it. It reads each prompt it is given (token ids, decoded with the policy's tokenizer), finds the
 question, its memory and the section on screen, and writes a ``next`` call whose memory is the old memory plus
 every sentence of the section that names the answer or is one of the question's supporting facts (it looks the
 question up in the HotpotQA rows, so it knows them). In the final context it calls ``finish`` with the gold
@@ -20,7 +21,8 @@ import json
 import re
 from typing import Any
 
-from skyrl_core.inference.base import Engine, GenerationOutput, SamplingParams
+from skyrl_core.inference.base import GenerationOutput, SamplingParams
+from skyrl_core.scripted import ScriptedPolicy
 
 from .data import gold_sentences, read_rows
 
@@ -30,7 +32,7 @@ _MEMORY = re.compile(r"Memory:\n(.*?)\n\n(?:\[Note|Section \d+ of|You have read 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
-class OraclePolicy(Engine):
+class OraclePolicy(ScriptedPolicy):
     """The scripted policy. ``tokenizer``: the policy's; ``rows``: HotpotQA rows (question -> answer and
     supporting sentences); ``forget``: keep no memory across sections (the control)."""
 
@@ -71,11 +73,6 @@ class OraclePolicy(Engine):
                 keep.append(s)
         return _call("next", memory="\n".join(keep))
 
-    async def update_weights(self, state_dict: Any) -> None:
-        """Accepted and ignored: the scripted policy does not change (so ``skyrl train`` can run on its
-        trajectories, training the local backend's own copy of the model)."""
-        self.weight_updates = getattr(self, "weight_updates", 0) + 1
-
     async def generate(self, input_ids: list[int], sampling: SamplingParams) -> GenerationOutput:
         self.stats.started(len(input_ids))
         prompt = self.tokenizer.decode(list(input_ids), skip_special_tokens=True)
@@ -93,7 +90,7 @@ def _call(name: str, **arguments: Any) -> str:
 
 
 def oracle_engine(config: Any) -> OraclePolicy:
-    """The ``memagent_oracle`` engine factory: the config's model's tokenizer, the rows of each memagent task's
+    """The ``memagent_oracle`` policy for ``config``: the config's model's tokenizer, the rows of each memagent task's
     ``data.path`` (else the bundled rows); ``engine.options.forget`` (bool)."""
     from skyrl_core.errors import ConfigError
     from skyrl_core.models import load_tokenizer

@@ -76,3 +76,22 @@ async def test_one_datum_per_context_with_the_trajectorys_advantage(tokenizer, r
             assert d.num_calls == 1
     assert batch.metrics["data"] == sum(t.metrics["contexts"] for t in trajs)
     assert batch.metrics["trajectories"] == 4
+
+
+def test_the_scaffold_check_command_labels_its_figure_as_a_scaffold_check(tmp_path):
+    """`skyrl memagent scaffold-check` (the only way to run the oracle since it left the engine registry) with the
+    example's own settings: its metrics say which scripted policy ran and that the figure is no model's score."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from skyrl_core.plugins import get_registry
+
+    app = get_registry().get("commands", "memagent")
+    res = CliRunner().invoke(app, ["scaffold-check", EXAMPLE, "sampling.n_samples=1", "eval_data.limit=2",
+                                   "--output", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert "scaffold check with the scripted policy 'memagent_oracle'" in res.output
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["scaffold_check"]["policy"] == "memagent_oracle" and "not a model" in metrics["scaffold_check"]["note"]
+    assert metrics["n_instances"] == 2 and metrics["finish_reasons"] == {"finished": 2}

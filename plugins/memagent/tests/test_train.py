@@ -1,6 +1,5 @@
-"""``skyrl train`` on memagent:ruler-hotpotqa: one step end to end. The rollouts come from the scripted oracle
-policy (fast and deterministic on a shared CPU; it never changes, the local backend trains its own copy of the
-real SmolLM2); the batch holds one datum per context and the local backend takes a real optimiser step on them."""
+"""``skyrl train`` on the memagent examples: the scripted oracle is refused (a benchmark fixture cannot be trained
+with), and the SmolLM2 example builds the short contexts its training figure assumes."""
 
 from __future__ import annotations
 
@@ -10,35 +9,29 @@ import pytest
 
 
 
-@pytest.mark.slow
-async def test_one_train_step_has_one_datum_per_context(tmp_path):
+async def test_skyrl_train_refuses_the_scripted_oracle(tmp_path, tokenizer, rows):
+    """The oracle ignores weight updates, so a run "training" on its rollouts trains nothing it samples from;
+    before #31 it registered as an engine and this run took a step. Now no config can name it, and a training
+    run handed it stops before its first rollout, naming it."""
     from skyrl_core.config import load_config
+    from skyrl_core.errors import ConfigError, UnknownComponentError
+    from skyrl_core.plugins import get_plugins, get_registry
+    from skyrl_core.rollout import RolloutSession
     from skyrl_core.trainer.loop import TrainRun
+    from skyrl_memagent.oracle import OraclePolicy
 
-    # advantage none: every datum's advantage is its trajectory's reward (the oracle's group would be all-equal)
-    cfg = load_config("memagent:ruler-hotpotqa",
-                      # 4-5 sections of 512 tokens (was 4 of 1024 with 512-token memories: ~8k tokens per
-                      # trajectory, contexts up to 1.8k; now ~6k and 1.3k), so the real optimiser step and the
-                      # logprob passes fit the 900 s limit on a loaded machine (#37)
-                      ["engine=memagent_oracle", "train.steps=1", "train.batch_size=1", "sampling.n_samples=2",
-                       "data.options.target_tokens=2048", "data.options.chunk_tokens=512",
-                       "data.options.memory_tokens=256", "sampling.max_tokens=384", "agent.max_turns=8",
-                       "backend.advantage=none", "backend.micro_batch_tokens=1024"])
-    summary = await TrainRun(cfg, tmp_path).run()
-    assert summary["steps"] == 1
-    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    [step] = [r for r in records if r["kind"] == "train"]
-    trajectories = [json.loads(line) for line in (tmp_path / "rollouts" / "step-000001.jsonl").read_text().splitlines()]
-    assert len(trajectories) == 2
-    contexts = 0
-    for t in trajectories:
-        assert t["finish_reason"] == "finished" and t["reward"] == 1.0
-        resets = sum(tr["new_context"] for tr in t["transitions"])
-        assert resets == t["tool_calls"]["next"] >= 4 and t["metrics"]["contexts"] == resets + 1
-        contexts += resets + 1
-    assert step["batch/data"] == contexts  # saved trajectories and the training batch agree: a datum per context
-    assert step["batch/calls"] == contexts
-    assert step["train/train_time_s"] > 0 and step["train_s"] > 0
+    assert "memagent_oracle" not in get_registry().names("inference_engines")
+    assert "memagent_oracle" not in get_plugins().infos["memagent"].capabilities["inference_engines"]
+    with pytest.raises(UnknownComponentError, match="no inference engine named 'memagent_oracle'"):
+        get_registry().get("inference_engines", "memagent_oracle")
+    cfg = load_config("memagent:ruler-hotpotqa", ["train.steps=1", "train.batch_size=1"])
+
+    async def with_the_oracle(config):
+        return await RolloutSession.create(config, engine=OraclePolicy(tokenizer, rows))
+
+    with pytest.raises(ConfigError, match="'memagent_oracle' is a scripted policy"):
+        await TrainRun(cfg, tmp_path / "run", session_factory=with_the_oracle).run()
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
 
 
 async def test_the_smollm2_example_builds_short_contexts_with_the_worked_example(tokenizer):

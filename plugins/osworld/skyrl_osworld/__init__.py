@@ -50,13 +50,6 @@ def register_tasks(register):
 
 
 @hookimpl
-def register_inference_engines(register):
-    from .scripted import scripted_engine
-
-    register(scripted_engine, name="miniwob_scripted")
-
-
-@hookimpl
 def register_commands(register):
     from .cli import osworld_app
 

