@@ -138,10 +138,12 @@ async def _score_in_sandbox(payload: dict[str, Any]) -> dict[str, Any]:
     spec = RuntimeSpec(type="sandbox", cpu_time_s=int(SCORE_TIMEOUT_S), memory_mb=4096, max_processes=64,
                        disk_mb=64, tmp_mb=64, max_output_chars=8000)
     sandbox = LocalSandbox(spec)
-    await sandbox.start()
     try:
+        await sandbox.start()
         res = await sandbox.exec([sys.executable, "-I", "-c", _SCORER], timeout_s=SCORE_TIMEOUT_S,
                                  stdin=json.dumps(payload), env={"PYTHONHASHSEED": "0"})
+    except Exception as exc:  # no sandbox here, a lost process: the infrastructure, not the answer
+        return {"error": f"the scoring sandbox failed: {type(exc).__name__}: {exc}"[:600]}
     finally:
         await sandbox.close()
     lines = [line for line in res.output.splitlines() if line.startswith(_RESULT)]

@@ -170,3 +170,10 @@ async def test_an_instance_that_is_not_the_regenerated_item_is_unverifiable():
     forged = type(inst)(id=inst.id, data={**inst.data, "question": "What is 1 + 1?", "answer": "2"})
     result = await reasoning_gym_score(_trajectory(answer="2"), None, forged)
     assert result.outcome == "unverifiable" and "differs from the instance" in result.reason
+
+
+async def test_a_sandbox_that_cannot_start_is_unverifiable(monkeypatch):
+    # no bubblewrap on PATH: the sandbox refuses to start (SandboxUnavailable); the verdict is the infrastructure's
+    monkeypatch.setattr("shutil.which", lambda *a, **k: None)
+    result = await reasoning_gym_score(_trajectory(answer="4"), None, _first("rg_gcd"))
+    assert result.outcome == "unverifiable" and "the scoring sandbox failed" in result.reason
