@@ -173,7 +173,13 @@ async def test_an_instance_that_is_not_the_regenerated_item_is_unverifiable():
 
 
 async def test_a_sandbox_that_cannot_start_is_unverifiable(monkeypatch):
-    # no bubblewrap on PATH: the sandbox refuses to start (SandboxUnavailable); the verdict is the infrastructure's
-    monkeypatch.setattr("shutil.which", lambda *a, **k: None)
+    # a host whose sandbox refuses to start (the real SandboxUnavailable, injected at start: whether bubblewrap
+    # works is probed once per process, so it cannot be taken away here); the verdict is the infrastructure's
+    from skyrl_core.default_plugins.runtimes.sandbox import LocalSandbox, SandboxUnavailable
+
+    async def refuse(self):
+        raise SandboxUnavailable("bubblewrap cannot create namespaces here")
+
+    monkeypatch.setattr(LocalSandbox, "start", refuse)
     result = await reasoning_gym_score(_trajectory(answer="4"), None, _first("rg_gcd"))
     assert result.outcome == "unverifiable" and "the scoring sandbox failed" in result.reason
