@@ -454,11 +454,18 @@ def _limit_problems(res: Any) -> list[str]:
 def command_problems(output: str, results: dict[str, str], exit_code: int | None) -> list[str]:
     """Cross-checks of a shell ``test_cmd``'s printed ``-rA`` lines: one status per test id (a ``PASSED`` line
     printed at exit beside the real ``FAILED`` one is a forgery) and an exit status that agrees with them."""
-    from .grading import _ANSI, _PYTEST_RA
+    from .grading import _ANSI, _SUMMARY_LINE, _node_id
 
+    # every `STATUS id` line anywhere in the output, not only in pytest's short summary (which the grading
+    # parser reads): a line the tested code prints at exit is exactly what this looks for
     seen: dict[str, set[str]] = {}
-    for m in _PYTEST_RA.finditer(_ANSI.sub("", output)):
-        seen.setdefault(m.group(2).strip(), set()).add(m.group(1))
+    for line in _ANSI.sub("", output).splitlines():
+        m = _SUMMARY_LINE.match(line.rstrip())
+        if m is None:
+            continue
+        rest = m.group("rest")
+        n = _node_id(rest)
+        seen.setdefault(rest[:n] if n else rest.split(" - ")[0].strip(), set()).add(m.group("status"))
     problems = [f"{test_id} was reported {' and '.join(sorted(kinds))}"
                 for test_id, kinds in seen.items() if len(kinds) > 1][:5]
     failed = any(v in (FAILED, ERROR) for v in results.values())
