@@ -214,15 +214,17 @@ def test_json_formats_round_trip_hostile_strings(name, args, before, which):
     assert result.errors == []
 
 
+def glm_ambiguous(v: str) -> bool:
+    """GLM-4.5 writes values raw: one holding "</arg_value>" followed by "<arg_key>" or "</tool_call>" (or by
+    nothing) is ambiguous by construction, as the model's own template writes it."""
+    return any(v[i:].lstrip().startswith(("<arg_key>", "</tool_call>")) or not v[i:].strip()
+               for i in range(len(v) + 1) if v[:i].endswith("</arg_value>"))
+
+
 @FUZZ
 @given(name=tool_names, args=st.dictionaries(keys, hostile, max_size=4), before=prose)
 def test_glm_round_trips_unambiguous_values(name, args, before):
-    # a value holding "</arg_value>" followed by "<arg_key>" or "</tool_call>" is ambiguous by construction
-    def ambiguous(v: str) -> bool:
-        return any(v[i:].lstrip().startswith(("<arg_key>", "</tool_call>")) or not v[i:].strip()
-                   for i in range(len(v) + 1) if v[:i].endswith("</arg_value>"))
-
-    args = {k: v for k, v in args.items() if not ambiguous(v)}
+    args = {k: v for k, v in args.items() if not glm_ambiguous(v)}
     text = glm.format_call(name, args)
     assert calls(glm.parse(f"{before}\n{text}")) == [(name, args)], text
 
@@ -231,6 +233,8 @@ def test_glm_round_trips_unambiguous_values(name, args, before):
 @given(name=tool_names, args=st.dictionaries(keys, hostile, max_size=3), which=st.sampled_from(sorted(PARSERS)),
        data=st.data())
 def test_cut_off_calls_are_never_run(name, args, which, data):
+    if which == "glm45":  # a raw value that closes the call itself is a complete call when cut after it
+        args = {k: v for k, v in args.items() if not glm_ambiguous(v)}
     text = PARSERS[which].format_call(name, args)
     end = {"harmony": "<|call|>", "kimi_k2": "<|tool_call_end|>", "glm45": "</tool_call>"}.get(which)
     if end is not None:  # complete only with its end token
