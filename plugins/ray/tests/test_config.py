@@ -13,9 +13,9 @@ from skyrl_ray.config import cluster_config
 from skyrl_ray.runtimes import actor_options, check_reachable, cluster_capacity
 
 
-def checked(*overrides: str):
+def checked(*overrides: str, path: str | None = None):
     """load_config, then the check every placement it names makes (as a run does before its engine starts)."""
-    config = load_config(None, list(overrides))
+    config = load_config(path, list(overrides))
     check_placements(config, get_registry())
     return config
 
@@ -99,3 +99,11 @@ def test_an_unreachable_cluster_address_fails_fast_naming_the_key():
         check_reachable(f"127.0.0.1:{port}", timeout_s=2)
     assert time.perf_counter() - t0 < 5
     check_reachable("auto")  # left to Ray
+
+
+def test_the_shipped_example_places_its_runtime_on_ray():
+    from skyrl_core.examples import resolve_example
+
+    cfg = checked(path=str(resolve_example("ray:gsm8k")))
+    assert (cfg.tasks[0].runtime.placement, cfg.tasks[0].runtime.resources) == ("ray", {"num_cpus": 1})
+    assert cluster_config(cfg).address is None
