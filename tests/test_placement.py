@@ -86,7 +86,9 @@ def gsm8k(*extra: str):
                               "tasks.0.tools=[python, finish]", "sampling.n_samples=1", "agent.max_turns=2", *extra])
 
 
-def test_hook_register_placements(plugins):
+@pytest.fixture
+def counting(plugins) -> CountingPlacement:
+    """A CountingPlacement registered by a plugin of its own ("counting-plugin") in the fresh plugin manager."""
     placement = CountingPlacement()
 
     class Plugin:
@@ -95,6 +97,11 @@ def test_hook_register_placements(plugins):
             register(placement)
 
     plugins.register_plugin(Plugin(), "counting-plugin")
+    return placement
+
+
+def test_hook_register_placements(plugins, counting):
+    placement = counting
     assert isinstance(placement, Placement) and isinstance(plugins.registry.get("placements", "local"), Placement)
     assert plugins.registry.entries["placements"]["counting"].plugin == "counting-plugin"
     cfg = gsm8k("tasks.0.runtime={type: local, placement: counting}")
@@ -118,17 +125,10 @@ def test_hook_register_placements(plugins):
                                           registry=plugins.registry))
 
 
-def test_engine_replicas_are_built_by_the_named_placement(plugins, tiny_chat_model_dir):
+def test_engine_replicas_are_built_by_the_named_placement(plugins, counting, tiny_chat_model_dir):
     from skyrl_core.default_plugins.engines.router import EngineRouter, build_engine
 
-    placement = CountingPlacement()
-
-    class Plugin:
-        @hookimpl
-        def register_placements(self, register):
-            register(placement)
-
-    plugins.register_plugin(Plugin(), "counting-plugin")
+    placement = counting
     cfg = load_config(None, [f"model={tiny_chat_model_dir}", "engine.device=cpu", "engine.replicas=2",
                              "engine.placement=counting"])
     router = asyncio.run(build_engine(cfg, plugins.registry))
