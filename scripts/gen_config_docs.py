@@ -32,8 +32,7 @@ SECTIONS = [("(top level)", C.Config), ("engine", C.EngineConfig), ("tasks[]", C
             ("tasks[].data, tasks[].eval_data", DataSpec), ("tasks[].runtime", RuntimeSpec),
             ("agent", C.AgentConfig), ("agent.hints", C.HintsConfig), ("sampling", C.SamplingConfig),
             ("dispatcher", C.DispatcherConfig), ("backend", C.BackendConfig), ("backend.lora", C.LoraConfig),
-            ("train", C.TrainConfig), ("logging", C.LoggingConfig), ("eval", C.EvalConfig),
-            ("ray", C.RayConfig)]
+            ("train", C.TrainConfig), ("logging", C.LoggingConfig), ("eval", C.EvalConfig)]
 
 
 def _type_name(tp) -> str:

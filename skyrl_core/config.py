@@ -86,8 +86,9 @@ class EngineConfig:
     time, queueing included (None: no bound); docs/engines.md, "Timeouts".
     ``replicas`` copies of the engine, or one openai engine per URL in ``endpoints``, sit behind one router that
     sends each request to the replica with the fewest outstanding tokens (``sticky``: a trajectory stays on its
-    replica, for prefix-cache reuse); ``placement: ray`` builds each replica in a Ray actor asking for
-    ``resources`` (``num_gpus: 1``, ...); see docs/scale-out.md."""
+    replica, for prefix-cache reuse); ``placement`` names the registered placement that builds the replicas
+    (``local``: this process; ``ray`` from the skyrl-ray plugin: Ray actors asking for ``resources``, which that
+    placement checks); see docs/scale-out.md."""
 
     type: str = "hf"
     max_batch: int = 16
@@ -104,20 +105,6 @@ class EngineConfig:
     sticky: bool = False
     placement: str = "local"
     resources: dict[str, Any] = attrs.Factory(dict)
-
-
-@attrs.define
-class RayConfig:
-    """The Ray cluster that ``placement: ray`` runtimes use (docs/scale-out.md). ``address``: None starts a
-    local cluster in this process (``num_cpus`` CPUs, default all); ``auto`` joins the cluster running on this
-    machine (``ray start --head``); ``HOST:6379`` a cluster's head; ``ray://HOST:10001`` through Ray Client.
-    ``namespace`` and ``runtime_env`` (a Ray runtime environment: ``pip``, ``env_vars``, ``working_dir``) go to
-    ``ray.init``."""
-
-    address: str | None = None
-    num_cpus: int | None = None
-    namespace: str | None = None
-    runtime_env: dict[str, Any] = attrs.Factory(dict)
 
 
 @attrs.define
@@ -257,7 +244,8 @@ class EvalConfig:
 
 @attrs.define
 class Config:
-    """A whole run. ``model``: ``smollm2-135m-instruct`` (bundled), a local HF directory, or a served name."""
+    """A whole run. ``model``: ``smollm2-135m-instruct`` (bundled), a local HF directory, or a served name.
+    ``plugins``: a section per plugin, by name (``plugins.ray.address``), read and checked by that plugin."""
 
     model: str = "smollm2-135m-instruct"
     engine: EngineConfig = attrs.Factory(EngineConfig)
@@ -270,7 +258,7 @@ class Config:
     logging: LoggingConfig = attrs.Factory(LoggingConfig)
     eval: EvalConfig = attrs.Factory(EvalConfig)
     seed: int = 0
-    ray: RayConfig = attrs.Factory(RayConfig)
+    plugins: dict[str, dict[str, Any]] = attrs.Factory(dict)
 
     def to_dict(self) -> dict:
         return _converter.unstructure(self)
@@ -448,6 +436,9 @@ def config_from_dict(data: dict) -> Config:
     if not isinstance(data, dict):
         raise ConfigError(f"a config must be a mapping of keys to values, got {type(data).__name__}")
     data = _normalise(interpolate_env(data))
+    if "ray" in data:  # the section a plugin owns now (docs/scale-out.md)
+        raise ConfigError("config key 'ray' is now 'plugins.ray' (the skyrl-ray plugin reads it); move the section "
+                          "there, or on the command line write plugins.ray.address=... for ray.address=...")
     _check_keys(Config, data, "")
     try:
         config = _converter.structure(data, Config)
@@ -526,9 +517,9 @@ def validate_values(config: Config) -> None:
     for key, ok, valid in checks:
         if not ok:
             raise ConfigError(f"config key '{key}' must be {valid}")
-    from .scale_out import validate_scale_out
+    from .scale_out import validate_engine_replicas
 
-    validate_scale_out(config)
+    validate_engine_replicas(config.engine)
 
 
 def load_config(path: str | os.PathLike | None, overrides: list[str] | tuple[str, ...] = (),

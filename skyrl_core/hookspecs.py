@@ -74,3 +74,8 @@ def register_loggers(register):
 @hookspec
 def register_eval_writers(register):
     """Register eval output writers ``(Path, list[Trajectory], Config) -> dict[str, Path]``, named by ``name``."""
+
+
+@hookspec
+def register_placements(register):
+    """Register placements (skyrl_core.placement.Placement): where runtimes, tools, verifiers and engine replicas run."""

@@ -37,6 +37,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "policy_losses": ("register_policy_losses", "policy loss"),
     "loggers": ("register_loggers", "logger"),
     "eval_writers": ("register_eval_writers", "eval writer"),
+    "placements": ("register_placements", "placement"),
 }
 
 

@@ -35,9 +35,9 @@ from .chat import ChatFormat
 from .costs import StageCostMemory, instance_key, supplied_cost
 from .config import task_agent_config, task_sampling_config
 from .errors import ConfigError
-from .inference.base import SamplingParams
-from .inference.router import routing_key
+from .inference.base import SamplingParams, routing_key
 from .notes import note
+from .placement import PlacedTask, check_placements
 from .plugins import get_registry
 from .runtime import RuntimeSpec
 from .tasks import TAMPERED, UNVERIFIABLE, Instance, Task, Unverifiable, VerifierResult, run_verifier
@@ -59,7 +59,8 @@ class _Resolved:
     verifier: Callable
     verifier_name: str
     runtime_spec: RuntimeSpec
-    runtime_cls: type
+    runtime_cls: Callable  # the placed runtime class: runtime_cls(spec) -> Runtime
+    placed: PlacedTask
     agent: Any  # the task's AgentConfig (the run's, with tasks.N.agent / tasks.N.parser applied)
     parser: Any
     chat: ChatFormat
@@ -198,6 +199,7 @@ class RolloutSession:
     def __init__(self, config: Any, engine: Any, registry: Any = None, owns_engine: bool = False) -> None:
         self.config = config
         self.registry = registry or get_registry()
+        check_placements(config, self.registry)
         self.engine = engine
         self.owns_engine = owns_engine
         self.chat = ChatFormat(engine.tokenizer, keep_thinking=config.agent.keep_thinking,
@@ -219,9 +221,10 @@ class RolloutSession:
         caller closes it). Raises UnknownComponentError / ConfigError naming a missing
         tool, task, verifier, instruction builder, runtime, parser or engine."""
         registry = registry or get_registry()
+        check_placements(config, registry)
         owns = engine is None
         if engine is None:
-            from .inference.router import build_engine
+            from .default_plugins.engines.router import build_engine
 
             engine = await build_engine(config, registry)
         try:
@@ -394,8 +397,8 @@ class RolloutSession:
         sources = self.cost_memory.assign(trajectories, cost_keys, supplied) if remember else {}
         metrics = await dispatcher.dispatch(trajectories, Stages(init=init, run=run, eval=evaluate,
                                                                   release=release))
-        for resolved in {id(r.runtime_cls): r for r in self._resolved.values()}.values():
-            metrics.update(getattr(getattr(resolved.runtime_cls, "pool", None), "stats", dict)())  # Ray actors
+        for placed in {id(r.placed): r.placed for r in self._resolved.values()}.values():
+            metrics.update(placed.stats())  # a placement's counters (Ray: its actors)
         if remember:
             # a cancelled dispatch raises past this point: its cut-off stages are not costs worth remembering
             metrics["costs_recorded"] = self.cost_memory.record_trajectories(trajectories, cost_keys)
@@ -404,11 +407,9 @@ class RolloutSession:
         return trajectories, metrics
 
     async def close(self) -> None:
-        """Close the engine when this session built it, and stop the Ray actors of ``placement: ray`` tasks."""
-        for resolved in self._resolved.values():
-            shutdown = getattr(resolved.runtime_cls, "shutdown", None)
-            if shutdown is not None:
-                await shutdown()
+        """Close what each task's placement holds (Ray: its actors), then the engine when this session built it."""
+        for placed in {id(r.placed): r.placed for r in self._resolved.values()}.values():
+            await placed.close()
         if self.owns_engine:
             await self.engine.close()
 
@@ -437,12 +438,9 @@ class RolloutSession:
         verifier_name = tc.verifier or task.verifier
         verifier = reg.get("verifiers", verifier_name)
         spec = tc.runtime if tc.runtime is not None else RuntimeSpec(type=task.runtime)
-        runtime_cls = reg.get("runtimes", spec.type)
-        if spec.placement == "ray":  # the runtime, its tools and the verifier run in Ray actors (docs/scale-out.md)
-            from .ray_runtime import place_on_ray
-
-            tools, verifier, runtime_cls = place_on_ray(spec, tools, verifier, verifier_name, runtime_cls,
-                                                        self.config.ray)
+        # where the runtime, its tools and the verifier run: the named placement's versions (docs/scale-out.md)
+        placed = reg.get("placements", spec.placement).place_task(spec, reg.get("runtimes", spec.type), tools,
+                                                                  verifier, verifier_name, self.config)
         index = next((i for i, t in enumerate(self.config.tasks) if t is tc), None)
         agent = task_agent_config(self.config, index) if index is not None else self.config.agent
         own_sampling: dict[str, Any] = {}
@@ -453,8 +451,9 @@ class RolloutSession:
             self._chats[_chat_key(agent)] = ChatFormat(self.engine.tokenizer, keep_thinking=agent.keep_thinking,
                                                        template_kwargs=agent.chat_template_kwargs)
         parser = self.parser if agent.parser == self.config.agent.parser else self._parser(agent.parser)
-        resolved = _Resolved(task=task, tools=tools, builder=builder, verifier=verifier, verifier_name=verifier_name,
-                             runtime_spec=spec, runtime_cls=runtime_cls, agent=agent, parser=parser,
+        resolved = _Resolved(task=task, tools=placed.tools, builder=builder, verifier=placed.verifier,
+                             verifier_name=verifier_name, runtime_spec=spec, runtime_cls=placed.runtime_cls,
+                             placed=placed, agent=agent, parser=parser,
                              chat=self._chats[_chat_key(agent)], sampling=own_sampling)
         self._resolved[key] = resolved
         return resolved

@@ -53,9 +53,10 @@ class RuntimeSpec:
     ``workspace`` is a directory used in place (not copied, not deleted: how ``skyrl tools run --workspace`` acts
     on a user's files); ``options`` go to plugin runtimes.
 
-    ``placement`` is ``local`` (the runtime lives in this process) or ``ray`` (in a Ray actor placed by
-    ``resources``: ``num_cpus``, ``num_gpus``, ``memory_mb``, custom ``resources``; at most ``max_actors`` actors,
-    default what the cluster fits). See docs/scale-out.md and :mod:`skyrl_core.ray_runtime`."""
+    ``placement`` names the registered placement the runtime, its tools and its verifier run in: ``local`` (this
+    process) or a plugin's, such as ``ray`` (skyrl-ray: a Ray actor asking for ``resources``, at most
+    ``max_actors`` of them); ``resources`` and ``max_actors`` are read and checked by that placement. See
+    docs/scale-out.md and :mod:`skyrl_core.placement`."""
 
     type: str = "sandbox"
     cpu_time_s: int = 30

@@ -28,7 +28,7 @@ def test_plugins_all_json_lists_builtins_with_capabilities():
     tools = listing["builtin:generic_tools"]
     assert tools["builtin"] is True and tools["distribution"] == "skyrl-core"
     assert tools["hooks"] == ["register_tools"] and tools["capabilities"] == {"tools": ["python", "finish"]}
-    assert listing["builtin:runtimes"]["capabilities"] == {"runtimes": ["sandbox", "local"]}
+    assert listing["builtin:runtimes"]["capabilities"] == {"runtimes": ["sandbox", "local"], "placements": ["local"]}
     assert skyrl("plugins", "--json").stdout.strip() == "[]"
 
 

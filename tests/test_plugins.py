@@ -97,6 +97,12 @@ class FakePlugin:
 
         register(answers_csv, name="answers_csv")
 
+    @hookimpl
+    def register_placements(self, register):
+        from skyrl_core.placement import LocalPlacement
+
+        register(LocalPlacement(), name="fake_placement")
+
 
 class MemoryLogger:
     """A logger plugin: keeps the records it is given (and can be told to fail)."""

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextvars
 import time
 from typing import Any, Awaitable, Callable
 
 import attrs
 
 from ..errors import SkyrlError
+
+# The trajectory a coroutine generates for (its id), set by the rollout's run stage; an engine that spreads
+# requests over replicas reads it to keep a trajectory on one (engine.sticky).
+routing_key: contextvars.ContextVar[str | None] = contextvars.ContextVar("skyrl_routing_key", default=None)
 
 
 class EngineError(SkyrlError):

@@ -1,6 +1,7 @@
-"""Built-in runtimes: ``sandbox`` (bubblewrap) and ``local`` (plain subprocesses)."""
+"""Built-in runtimes: ``sandbox`` (bubblewrap) and ``local`` (plain subprocesses); the ``local`` placement."""
 
 from skyrl_core.hookspecs import hookimpl
+from skyrl_core.placement import LocalPlacement
 from .sandbox import LocalRuntime, LocalSandbox
 
 
@@ -8,3 +9,8 @@ from .sandbox import LocalRuntime, LocalSandbox
 def register_runtimes(register):
     register(LocalSandbox)
     register(LocalRuntime)
+
+
+@hookimpl(trylast=True)
+def register_placements(register):
+    register(LocalPlacement())

@@ -10,7 +10,7 @@ import pytest
 
 from skyrl_core.config import load_config
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 pytestmark = [pytest.mark.timeout(900), pytest.mark.usefixtures("ray_cluster")]
 
 

@@ -1,36 +1,53 @@
-"""The scale-out config keys: every bad value is a ConfigError naming the key and what is valid (no cluster needed)."""
+"""The config keys the Ray placement reads: every bad value is a ConfigError naming the key and what is valid, when
+the run's placements are checked (RolloutSession.create does it before building the engine; no cluster needed)."""
 
 from __future__ import annotations
 
 import pytest
 
 from skyrl_core.config import load_config
-from skyrl_core.errors import ConfigError
-from skyrl_core.errors import SkyrlError
-from skyrl_core.ray_runtime import actor_options, check_reachable, cluster_capacity
+from skyrl_core.errors import ConfigError, SkyrlError, UnknownComponentError
+from skyrl_core.placement import check_placements
+from skyrl_core.plugins import get_registry
+from skyrl_ray.config import cluster_config
+from skyrl_ray.runtimes import actor_options, check_reachable, cluster_capacity
+
+
+def checked(*overrides: str, path: str | None = None):
+    """load_config, then the check every placement it names makes (as a run does before its engine starts)."""
+    config = load_config(path, list(overrides))
+    check_placements(config, get_registry())
+    return config
 
 
 @pytest.mark.parametrize("override, words", [
-    ("tasks.0.runtime={type: sandbox, placement: cluster}", ["tasks.0.runtime.placement", "local, ray"]),
     ("tasks.0.runtime={placement: ray, resources: {cpus: 1}}", ["tasks.0.runtime.resources.cpus", "num_cpus"]),
     ("tasks.0.runtime={placement: ray, resources: {num_cpus: -1}}", ["tasks.0.runtime.resources.num_cpus", "0 or more"]),
     ("tasks.0.runtime={placement: ray, resources: {num_gpus: many}}", ["tasks.0.runtime.resources.num_gpus"]),
     ("tasks.0.runtime={placement: ray, resources: {memory_mb: 0}}", ["memory_mb", "positive"]),
     ("tasks.0.runtime={placement: ray, resources: {resources: {big_box: -2}}}", ["resources.resources", "amounts"]),
     ("tasks.0.runtime={placement: ray, max_actors: 0}", ["tasks.0.runtime.max_actors", "at least 1"]),
-    ("tasks.0.runtime={placement: local, resources: {num_cpus: 1}}", ["tasks.0.runtime.resources", "placement: ray"]),
+    ("tasks.0.runtime={placement: local, resources: {num_cpus: 1}}", ["tasks.0.runtime.resources", "such as ray"]),
+    ("engine.resources={num_gpus: 1}", ["engine.resources", "engine.placement: ray"]),
     ("engine.replicas=0", ["engine.replicas", "at least 1"]),
     ("engine.endpoints=[localhost:8000]", ["engine.endpoints.0", "http(s) URL"]),
     ("engine.endpoints=[http://a:1/v1, http://a:1/v1]", ["engine.endpoints", "twice"]),
-    ("ray.address=somewhere", ["ray.address", "HOST:6379"]),
-    ("ray.address=ftp://head:1", ["ray.address", "ray://HOST:10001"]),
-    ("ray.num_cpus=0", ["ray.num_cpus", "at least 1"]),
+    ("plugins.ray.address=somewhere", ["plugins.ray.address", "HOST:6379"]),
+    ("plugins.ray.address=ftp://head:1", ["plugins.ray.address", "ray://HOST:10001"]),
+    ("plugins.ray.num_cpus=0", ["plugins.ray.num_cpus", "at least 1"]),
+    ("plugins.ray.adress=auto", ["plugins.ray.adress", "address, num_cpus"]),
+    ("ray.address=auto", ["config key 'ray' is now 'plugins.ray'"]),
 ])
 def test_bad_scale_out_values_name_the_key(override, words):
     with pytest.raises(ConfigError) as err:
-        load_config(None, [override])
+        checked(override)
     for word in words:
         assert word in str(err.value), str(err.value)
+
+
+def test_an_unknown_placement_is_named_with_the_registered_ones():
+    with pytest.raises(UnknownComponentError, match="no placement named 'cluster'.*registered: local, ray"):
+        checked("tasks.0.runtime={type: sandbox, placement: cluster}")
 
 
 def test_conflicting_engine_keys_are_refused():
@@ -38,22 +55,25 @@ def test_conflicting_engine_keys_are_refused():
         load_config(None, ["engine.type=openai", "engine.base_url=http://a:1", "engine.endpoints=[http://b:2]"])
     with pytest.raises(ConfigError, match="engine.replicas' is 3 but engine.endpoints lists 2"):
         load_config(None, ["engine.replicas=3", "engine.endpoints=[http://a:1, http://b:2]"])
-    with pytest.raises(ConfigError, match="ray.num_cpus' sizes a local cluster"):
-        load_config(None, ["ray.address=auto", "ray.num_cpus=4"])
+    with pytest.raises(ConfigError, match="'engine.placement: ray' and 'engine.endpoints' are both set"):
+        checked("engine.type=openai", "engine.placement=ray", "engine.endpoints=[http://a:1/v1]")
+    with pytest.raises(ConfigError, match="plugins.ray.num_cpus' sizes a local cluster"):
+        checked("plugins.ray.address=auto", "plugins.ray.num_cpus=4")
 
 
 def test_good_scale_out_values_load():
-    cfg = load_config(None, ["tasks.0.runtime={type: sandbox, placement: ray, resources: {num_cpus: 0.5, "
-                             "memory_mb: 512, resources: {sandbox_host: 1}}, max_actors: 8}",
-                             "engine.replicas=2", "engine.sticky=true", "ray.address=ray://head:10001",
-                             "ray.runtime_env={env_vars: {A: b}}"])
+    cfg = checked("tasks.0.runtime={type: sandbox, placement: ray, resources: {num_cpus: 0.5, "
+                  "memory_mb: 512, resources: {sandbox_host: 1}}, max_actors: 8}",
+                  "engine.replicas=2", "engine.sticky=true", "plugins.ray.address=ray://head:10001",
+                  "plugins.ray.runtime_env={env_vars: {A: b}}")
     rt = cfg.tasks[0].runtime
     assert (rt.placement, rt.max_actors, rt.resources["num_cpus"]) == ("ray", 8, 0.5)
     assert actor_options(rt.resources) == {"num_cpus": 0.5, "memory": 512 * 1024 * 1024,
                                            "resources": {"sandbox_host": 1}}
-    assert cfg.engine.replicas == 2 and cfg.engine.sticky and cfg.ray.address == "ray://head:10001"
+    assert cfg.engine.replicas == 2 and cfg.engine.sticky
+    assert cluster_config(cfg).address == "ray://head:10001" and cluster_config(cfg).runtime_env == {"env_vars": {"A": "b"}}
     for address in ("auto", "10.0.0.1:6379", "ray://10.0.0.1:10001", None):
-        load_config(None, [f"ray.address={address if address else 'null'}"])
+        checked("tasks.0.runtime={placement: ray}", f"plugins.ray.address={address if address else 'null'}")
 
 
 def test_cluster_capacity_counts_what_fits_per_node():
@@ -75,7 +95,15 @@ def test_an_unreachable_cluster_address_fails_fast_naming_the_key():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     t0 = time.perf_counter()
-    with pytest.raises(SkyrlError, match=f"ray.address '127.0.0.1:{port}'.*ray start --head --port={port}"):
+    with pytest.raises(SkyrlError, match=f"plugins.ray.address '127.0.0.1:{port}'.*ray start --head --port={port}"):
         check_reachable(f"127.0.0.1:{port}", timeout_s=2)
     assert time.perf_counter() - t0 < 5
     check_reachable("auto")  # left to Ray
+
+
+def test_the_shipped_example_places_its_runtime_on_ray():
+    from skyrl_core.examples import resolve_example
+
+    cfg = checked(path=str(resolve_example("ray:gsm8k")))
+    assert (cfg.tasks[0].runtime.placement, cfg.tasks[0].runtime.resources) == ("ray", {"num_cpus": 1})
+    assert cluster_config(cfg).address is None

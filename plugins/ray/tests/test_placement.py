@@ -207,7 +207,7 @@ async def test_resources_the_cluster_cannot_fit_fail_init_with_the_reason(tiny_e
 
 
 def test_a_second_release_of_one_lease_is_counted_and_ignored():
-    from skyrl_core.ray_runtime import ActorPool, Lease
+    from skyrl_ray.runtimes import ActorPool, Lease
 
     pool = ActorPool(object, {}, None, "v", {}, max_actors=1)
     lease = Lease(id=1, actor="actor-handle")

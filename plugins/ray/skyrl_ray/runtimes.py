@@ -2,7 +2,7 @@
 actor placed by resource requests, and the trajectory's tool calls and its verifier run there as remote calls.
 
 Selected per task by ``tasks.N.runtime.placement: ray`` (``resources: {num_cpus: 1, ...}``, ``max_actors``);
-the cluster is ``ray.*`` in the config (docs/scale-out.md). Nothing else of the run changes: the dispatcher's
+the cluster is ``plugins.ray.*`` in the config (docs/scale-out.md). Nothing else of the run changes: the dispatcher's
 stages, the task, its tools and its verifier are the same objects as with local placement.
 
 How one trajectory maps onto Ray:
@@ -42,9 +42,9 @@ from typing import Any, Callable
 
 import attrs
 
-from .errors import ConfigError, RuntimeLost, SkyrlError, require
-from .runtime import ExecResult, Runtime, RuntimeSpec
-from .tools import Tool, ToolContext, ToolResult
+from skyrl_core.errors import ConfigError, MissingExtraError, RuntimeLost, SkyrlError
+from skyrl_core.runtime import ExecResult, Runtime, RuntimeSpec
+from skyrl_core.tools import Tool, ToolContext, ToolResult
 
 log = logging.getLogger(__name__)
 
@@ -53,16 +53,21 @@ START_ATTEMPTS = 3  # an idle actor found dead at lease time is replaced this ma
 
 
 def _ray():
-    return require("ray", "ray", "runtime placement on Ray (runtime.placement: ray)")
+    try:
+        import ray
+    except ImportError as exc:
+        raise MissingExtraError(f"placement: ray needs the python package 'ray' (pip install 'ray>=2.40', which "
+                                f"skyrl-ray depends on); import failed with: {exc}") from exc
+    return ray
 
 
 def ensure_ray(ray_config: Any = None) -> Any:
     """Connect to (or start) the Ray cluster once per process and return the ``ray`` module.
 
     Already initialised (a test or the user called ``ray.init``): used as is. Otherwise ``ray.init`` with
-    ``ray_config`` (:class:`skyrl_core.config.RayConfig`): ``address`` None starts a local cluster of ``num_cpus``
-    CPUs without the dashboard. Raises MissingExtraError without the ``ray`` extra, SkyrlError naming
-    ``ray.address`` when the cluster cannot be reached."""
+    ``ray_config`` (:class:`skyrl_ray.config.RayClusterConfig`): ``address`` None starts a local cluster of
+    ``num_cpus`` CPUs without the dashboard. Raises MissingExtraError without ray installed, SkyrlError naming
+    ``plugins.ray.address`` when the cluster cannot be reached."""
     ray = _ray()
     with _INIT_LOCK:
         if ray.is_initialized():
@@ -81,14 +86,14 @@ def ensure_ray(ray_config: Any = None) -> Any:
         try:
             ray.init(**kwargs)
         except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise SkyrlError(f"cannot connect to the Ray cluster at ray.address {address!r}: {exc}; start one "
-                             f"(ray start --head) or leave ray.address out for a local cluster") from None
+            raise SkyrlError(f"cannot connect to the Ray cluster at plugins.ray.address {address!r}: {exc}; start "
+                             f"one (ray start --head) or leave plugins.ray.address out for a local cluster") from None
         log.info("ray: connected to %s (%s)", address or "a new local cluster", ray.cluster_resources())
         return ray
 
 
 def check_reachable(address: str | None, timeout_s: float = 5.0) -> None:
-    """Raise SkyrlError naming ``ray.address`` when a ``HOST:PORT`` address does not accept a TCP connection
+    """Raise SkyrlError naming ``plugins.ray.address`` when a ``HOST:PORT`` address does not accept a TCP connection
     within ``timeout_s`` seconds (``ray.init`` would otherwise retry for minutes). ``auto``, ``local``, None and
     ``ray://`` addresses are left to Ray, which fails fast on them."""
     import socket
@@ -99,9 +104,9 @@ def check_reachable(address: str | None, timeout_s: float = 5.0) -> None:
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except (OSError, ValueError) as exc:
-        raise SkyrlError(f"cannot reach the Ray cluster at ray.address {address!r} ({type(exc).__name__}: {exc}); "
-                         f"start it (ray start --head --port={port}) or fix the address; leave ray.address out for "
-                         f"a local cluster") from None
+        raise SkyrlError(f"cannot reach the Ray cluster at plugins.ray.address {address!r} ({type(exc).__name__}: "
+                         f"{exc}); start it (ray start --head --port={port}) or fix the address; leave "
+                         f"plugins.ray.address out for a local cluster") from None
 
 
 def actor_options(resources: dict[str, Any]) -> dict[str, Any]:
@@ -189,7 +194,7 @@ class RuntimeActor:
                         instance: Any) -> tuple[ToolResult, dict[str, Any], dict[str, Any]]:
         """Run tool ``name`` against the local runtime. Returns (result, the agent memory after the call, info).
         Raises what the tool raises (the driver's agent loop turns it into a corrective observation)."""
-        from .tools import AgentState
+        from skyrl_core.tools import AgentState
 
         tool = self.tools.get(name)
         if tool is None:
@@ -201,7 +206,7 @@ class RuntimeActor:
 
     async def verify(self, trajectory: Any, instance: Any) -> tuple[Any, dict[str, Any]]:
         """Run the task's verifier on the live runtime; returns (VerifierResult, info)."""
-        from .rollout import call_verifier
+        from skyrl_core.rollout import call_verifier
 
         return await call_verifier(self.verifier, trajectory, self.runtime, instance), self.info()
 
@@ -381,7 +386,7 @@ class RayRuntime(Runtime):
 
     name = "ray"
 
-    def __init__(self, spec: RuntimeSpec, placement: "RayPlacement") -> None:
+    def __init__(self, spec: RuntimeSpec, placement: "RayTaskPlacement") -> None:
         super().__init__(spec)
         self.placement = placement
         self.lease: Lease | None = None
@@ -519,9 +524,10 @@ def remote_verifier(verifier_name: str) -> Callable:
     return verify
 
 
-class RayPlacement:
+class RayTaskPlacement:
     """A task's runtimes on Ray: called like a runtime class (``placement(spec) -> RayRuntime``), it owns the
-    task's :class:`ActorPool`. Built by :func:`place_on_ray`; ``shutdown()`` kills its actors."""
+    task's :class:`ActorPool`. Built by :meth:`skyrl_ray.placement.RayPlacement.place_task`; ``shutdown()``
+    kills its actors."""
 
     def __init__(self, runtime_cls: Callable, tools: dict[str, Tool], verifier: Any, verifier_name: str,
                  spec: RuntimeSpec, ray_config: Any = None) -> None:
@@ -534,13 +540,3 @@ class RayPlacement:
 
     async def shutdown(self) -> None:
         await self.pool.shutdown()
-
-
-def place_on_ray(spec: RuntimeSpec, tools: dict[str, Tool], verifier: Any, verifier_name: str,
-                 runtime_cls: Callable, ray_config: Any = None) -> tuple[dict[str, Tool], Callable, RayPlacement]:
-    """The hook the rollout session calls for a ``placement: ray`` task: returns (tools that run in the actor,
-    a verifier that runs in the actor, the placement that stands in for the runtime class). Raises
-    MissingExtraError when Ray is not installed (``pip install 'skyrl-core[ray]'``)."""
-    _ray()
-    placement = RayPlacement(runtime_cls, tools, verifier, verifier_name, spec, ray_config)
-    return {name: remote_tool(t) for name, t in tools.items()}, remote_verifier(verifier_name), placement

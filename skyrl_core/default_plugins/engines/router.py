@@ -1,13 +1,13 @@
 """The engine router: several inference engines behind one ``Engine``.
 
-``engine.replicas: N`` builds N copies of the configured engine (in this process, or each in a Ray actor with
-``engine.placement: ray``); ``engine.endpoints: [URL, ...]`` builds one engine per OpenAI-compatible server (vLLM,
+``engine.replicas: N`` builds N copies of the configured engine (placed by the placement ``engine.placement``
+names: ``local``, this process, by default; ``ray`` with the skyrl-ray plugin); ``engine.endpoints: [URL, ...]`` builds one engine per OpenAI-compatible server (vLLM,
 SGLang, ``skyrl serve``) with ``engine.base_url`` set to that URL. Each request goes to the replica with the
 fewest **outstanding tokens**: the sum, over the requests it is serving now, of their prompt length plus their
 ``max_tokens`` budget (ties: fewer requests in flight, then fewer requests so far). With ``engine.sticky`` a
 trajectory stays on the replica that served its first call, so an engine with prefix caching reuses the
 trajectory's KV cache (SGLang and vLLM do; the key is the trajectory id, set by the rollout in
-:data:`routing_key`); a sticky replica that is down is left for the least-loaded one.
+:data:`skyrl_core.inference.base.routing_key`); a sticky replica that is down is left for the least-loaded one.
 
 A replica whose call raises is marked down for ``cooldown_s`` seconds and the request is retried once on the
 least-loaded other replica, so one dead server costs no trajectory while another is up; when every replica
@@ -21,7 +21,6 @@ summed at each snapshot, plus ``outstanding_tokens``; :meth:`EngineRouter.load` 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 import time
 from collections import OrderedDict
@@ -29,13 +28,10 @@ from typing import Any
 
 import attrs
 
-from ..errors import ConfigError
-from .base import Engine, EngineError, EngineStats, GenerationOutput, SamplingParams
+from skyrl_core.errors import ConfigError
+from skyrl_core.inference.base import Engine, EngineError, EngineStats, GenerationOutput, SamplingParams, routing_key
 
 log = logging.getLogger(__name__)
-
-# The trajectory a coroutine generates for (its id), set by the rollout's run stage; read for sticky routing.
-routing_key: contextvars.ContextVar[str | None] = contextvars.ContextVar("skyrl_routing_key", default=None)
 
 STICKY_KEYS = 100_000  # trajectories remembered for sticky routing (least recently used forgotten first)
 
@@ -172,34 +168,21 @@ class EngineRouter(Engine):
 
 
 async def build_engine(config: Any, registry: Any) -> Engine:
-    """The run's engine: ``registry.get("inference_engines", config.engine.type)(config)``, or, when
-    ``engine.replicas`` > 1 or ``engine.endpoints`` is set, an :class:`EngineRouter` over one such engine per
-    replica (endpoints: ``engine.base_url`` set to each URL in turn; ``engine.placement: ray``: each built in a
-    Ray actor, :mod:`skyrl_core.inference.ray_engine`). Replicas are built in worker threads, one
-    after the other; one that fails to build closes those already built and raises."""
+    """The run's engine: ``registry.get("inference_engines", config.engine.type)``, built by the placement
+    ``engine.placement`` names (``registry.get("placements", ...)``) once per replica: ``engine.replicas`` copies,
+    or one per URL of ``engine.endpoints`` (``engine.base_url`` set to each). One replica is returned as is;
+    several sit behind an :class:`EngineRouter`. A replica that fails to build closes those already built and
+    raises."""
     ec = config.engine
     factory = registry.get("inference_engines", ec.type)
-    if ec.placement == "ray":  # each replica in a Ray actor (skyrl_core.inference.ray_engine)
-        from .ray_engine import ray_replicas
-
-        replicas = await asyncio.to_thread(ray_replicas, factory, config, ec.replicas)
-        if len(replicas) == 1:
-            return replicas[0]
-        return EngineRouter(replicas, names=[f"{r.name}-{i}" for i, r in enumerate(replicas)], sticky=ec.sticky)
-    if ec.replicas <= 1 and not ec.endpoints:
-        return await asyncio.to_thread(factory, config)
+    placement = registry.get("placements", ec.placement)
     if ec.endpoints:
         configs = [attrs.evolve(config, engine=attrs.evolve(ec, base_url=url)) for url in ec.endpoints]
-        names = list(ec.endpoints)
     else:
         configs = [config] * ec.replicas
-        names = [f"{ec.type}-{i}" for i in range(ec.replicas)]
-    replicas: list[Engine] = []
-    try:
-        for cfg in configs:
-            replicas.append(await asyncio.to_thread(factory, cfg))
-    except BaseException:
-        await asyncio.gather(*(r.close() for r in replicas), return_exceptions=True)
-        raise
+    replicas = await placement.place_engine(factory, configs)
+    if len(replicas) == 1 and not ec.endpoints:
+        return replicas[0]
+    names = list(ec.endpoints) or [f"{getattr(r, 'name', ec.type)}-{i}" for i, r in enumerate(replicas)]
     log.info("engine router over %d replicas: %s (sticky: %s)", len(replicas), ", ".join(names), ec.sticky)
     return EngineRouter(replicas, names=names, sticky=ec.sticky)

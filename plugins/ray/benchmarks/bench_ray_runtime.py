@@ -12,7 +12,8 @@ reported apart).
 Tool-call overhead: the median of ``--calls`` calls of the python tool (``print(1)`` in the sandbox) and of the
 finish tool (no runtime work), on a local sandbox and on a sandbox in a Ray actor.
 
-Run: OMP_NUM_THREADS=1 python tests/benchmarks/bench_ray_runtime.py [--trajectories 12] [--burn-s 1.0]
+Run: OMP_NUM_THREADS=1 python plugins/ray/benchmarks/bench_ray_runtime.py [--trajectories 12] [--burn-s 1.0]
+(skyrl-ray installed: pip install -e plugins/ray)
 Figures go to docs/scale-out.md by hand, with the machine they came from.
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import time
 from typing import Any
@@ -139,16 +141,18 @@ async def throughput(registry, engine, placement: str, n: int, burn_s: float, ma
 
 
 async def tool_overhead(calls: int) -> dict:
+    from skyrl_core.config import Config
     from skyrl_core.default_plugins.generic_tools import finish_tool, python_tool
-    from skyrl_core.ray_runtime import place_on_ray
     from skyrl_core.runtime import RuntimeSpec
     from skyrl_core.tools import ToolContext
+    from skyrl_ray.placement import RayPlacement
 
     out: dict[str, float] = {}
     local = LocalSandbox(RuntimeSpec())
     spec = RuntimeSpec(placement="ray")
-    tools, _, placement = place_on_ray(spec, {"python": python_tool, "finish": finish_tool}, burn_verifier, "v",
-                                       LocalSandbox)
+    placed = RayPlacement().place_task(spec, LocalSandbox, {"python": python_tool, "finish": finish_tool},
+                                       burn_verifier, "v", Config())
+    tools, placement = placed.tools, placed.runtime_cls
     remote = placement(spec)
     t0 = time.perf_counter()
     await remote.start()
@@ -173,7 +177,7 @@ async def tool_overhead(calls: int) -> dict:
         await again.close()
     finally:
         await local.close()
-        await placement.shutdown()
+        await placed.close()
     out["python_overhead_ms"] = out["ray_python_ms"] - out["local_python_ms"]
     out["finish_overhead_ms"] = out["ray_finish_ms"] - out["local_finish_ms"]
     return {k: round(v, 2) for k, v in out.items()}
@@ -184,6 +188,7 @@ async def main(args) -> dict:
 
     from skyrl_core import plugins as plugins_mod
 
+    os.environ["SKYRL_LOAD_PLUGINS"] = "skyrl-ray"  # the ray placement, and no other installed plugin
     ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
              object_store_memory=128 * 1024 * 1024, log_to_driver=False)
     try:

@@ -1,6 +1,6 @@
 """Inference engines in Ray actors: ``engine.placement: ray`` builds each replica of ``engine.type`` inside an
 actor placed by ``engine.resources`` (``num_gpus: 1`` on a GPU cluster), behind the router
-(:mod:`skyrl_core.inference.router`). The tokenizer is loaded in the driver from ``config.model`` (the agent
+(:mod:`skyrl_core.default_plugins.engines.router`). The tokenizer is loaded in the driver from ``config.model`` (the agent
 loop tokenises there); only token ids and sampling settings travel, and token ids and logprobs come back.
 
 A dead engine actor raises EngineError from its calls; behind a router with another replica up, the request is
@@ -14,7 +14,7 @@ import logging
 import os
 from typing import Any, Callable
 
-from .base import Engine, EngineError, GenerationOutput, SamplingParams
+from skyrl_core.inference.base import Engine, EngineError, GenerationOutput, SamplingParams
 
 log = logging.getLogger(__name__)
 
@@ -115,11 +115,13 @@ class RayEngine(Engine):
 
 def ray_replicas(factory: Callable, config: Any, n: int) -> list[Engine]:
     """``n`` engine actors of ``config.engine.type`` (``engine.resources`` each, default 1 CPU) on the cluster of
-    ``config.ray``; the tokenizer of ``config.model`` is loaded here once and shared. Blocking."""
-    from ..models import load_tokenizer
-    from ..ray_runtime import actor_options, ensure_ray
+    ``plugins.ray``; the tokenizer of ``config.model`` is loaded here once and shared. Blocking."""
+    from skyrl_core.models import load_tokenizer
 
-    ensure_ray(config.ray)
+    from .config import cluster_config
+    from .runtimes import actor_options, ensure_ray
+
+    ensure_ray(cluster_config(config))
     tokenizer = load_tokenizer(config.model)
     options = actor_options(config.engine.resources)
     replicas: list[Engine] = []
