@@ -127,7 +127,7 @@ class DispatcherConfig:
     feedback (re-read every ``auto_interval_s`` seconds); ``max_runtimes`` caps runtimes alive at once;
     ``release_timeout_s`` bounds one runtime release. ``remember_costs``: the rollout session remembers each
     instance's measured stage seconds and sets ``trajectory.metrics["priority"]`` from them on later rollouts
-    (what the ``priority`` dispatcher orders by; see skyrl_core/costs.py)."""
+    (what the ``priority`` dispatcher orders by; see skyrl_core/default_plugins/dispatchers/stage_costs.py)."""
 
     type: str = "async_pipeline"
     max_parallel_agents: int = 16

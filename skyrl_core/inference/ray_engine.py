@@ -116,7 +116,7 @@ class RayEngine(Engine):
 def ray_replicas(factory: Callable, config: Any, n: int) -> list[Engine]:
     """``n`` engine actors of ``config.engine.type`` (``engine.resources`` each, default 1 CPU) on the cluster of
     ``config.ray``; the tokenizer of ``config.model`` is loaded here once and shared. Blocking."""
-    from ..models import load_tokenizer
+    from ..default_plugins.engines.models import load_tokenizer
     from ..ray_runtime import actor_options, ensure_ray
 
     ensure_ray(config.ray)
