@@ -85,12 +85,60 @@ def test_metrics_jsonl_truncates_on_resume_and_plot(tmp_path):
         f.write('{"kind": "train", "st')  # torn line from a kill mid-write
     kept = logger.truncate_after(2)
     logger.close()
+    # the built-in logger ``plot`` (always on) drew the kept records when the loggers closed
+    assert (tmp_path / "training.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [(r["kind"], r["step"]) for r in kept] == [("train", 0), ("eval", 0), ("train", 1), ("train", 2),
                                                       ("eval", 2)]
     assert read_jsonl(tmp_path / "metrics.jsonl")[0]["nan"] is None
     assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
     png = plot_run(kept, tmp_path / "training.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def test_the_logger_keeping_the_runs_record_stops_the_run_when_it_fails(tmp_path):
+    """Loggers come from the registry by name (here a plugin's ``jsonl`` and ``plot``): the one with
+    ``truncate_after`` keeps the run's record (resume reads it back), so its failure raises; another is dropped."""
+    from skyrl_core.config import LoggingConfig
+
+    class Record:
+        def __init__(self, output, config):
+            self.rows = []
+
+        def truncate_after(self, step):
+            self.rows = [r for r in self.rows if r["step"] <= step]
+            return list(self.rows)
+
+        def log(self, record):
+            if record.get("disk_full"):
+                raise OSError("no space left on device")
+            self.rows.append(record)
+
+        def close(self):
+            pass
+
+    class Flaky:
+        def __init__(self, output, config):
+            pass
+
+        def log(self, record):
+            raise RuntimeError("flaky")
+
+        def close(self):
+            pass
+
+    class Registry:
+        def get(self, kind, name):
+            assert kind == "loggers"
+            return {"jsonl": Record, "plot": Flaky}[name]
+
+    logger = MetricsLogger(tmp_path, LoggingConfig(), registry=Registry())
+    for step in (1, 2, 3):
+        logger.log({"kind": "train", "step": step, "nan": float("nan")})
+    assert list(logger.sinks) == ["jsonl"]  # the flaky one was dropped at the first record
+    assert logger.truncate_after(2) == [{"kind": "train", "step": 1, "nan": None}, {"kind": "train", "step": 2,
+                                                                                    "nan": None}]
+    with pytest.raises(OSError, match="no space left"):
+        logger.log({"kind": "train", "step": 3, "disk_full": True})
 
 
 # -- end to end through the CLI, real rollout session, tiny random model ----------------------------------------

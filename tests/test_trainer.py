@@ -297,7 +297,9 @@ async def test_hf_engine_shares_the_trained_module(tiny_engine_dir):
         assert backend.model is engine.model and backend.shared
         version = engine._weights_version
         before = engine.model.model.embed_tokens.weight.detach().clone()
-        await backend.train_step(make_batch())
+        metrics = await backend.train_step(make_batch())
+        # the local backend does the process's memory accounting (the loop logs these as train/rss_mb, ...)
+        assert 0 < metrics["rss_mb"] <= metrics["peak_rss_mb"] * 1.01
         await backend.sync_weights(engine)
         assert not torch.equal(before, engine.model.model.embed_tokens.weight)  # trained in place, no copy
         assert engine._weights_version == version + 1  # the engine drops caches built with old weights
