@@ -30,7 +30,6 @@ MOVED_MODULES: dict[str, tuple[str, ...]] = {
     "skyrl_core.inference.openai": (f"{_DP}.engines.openai",),
     "skyrl_core.inference.vllm": (f"{_DP}.engines.vllm",),
     "skyrl_core.inference.serve": (f"{_DP}.engines.serve",),
-    "skyrl_core.trainer.local": (f"{_DP}.backends.local",),
 }
 
 

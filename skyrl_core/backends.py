@@ -2,9 +2,9 @@
 
 A backend is registered through ``register_backends`` as ``register(cls_or_factory, name="...")`` and built as
 ``cls(config: Config, engine)``. The built-in one is ``local``
-(:mod:`skyrl_core.default_plugins.backends.local`, a torch trainer in this process); bridges to VeRL, SkyRL-train and Tinker are plugins that translate the same batch format.
+(:mod:`skyrl_core.default_plugins.trainer.local`, a torch trainer in this process); bridges to VeRL, SkyRL-train and Tinker are plugins that translate the same batch format.
 A factory with a ``launch(config, *, output, resume)`` attribute owns the whole loop (rollouts included, e.g.
-SkyRL-train's Ray trainer): ``skyrl train`` calls it instead of running :class:`~skyrl_core.trainer.loop.TrainRun`.
+SkyRL-train's Ray trainer): ``skyrl train`` calls it instead of running :class:`~skyrl_core.training.TrainRun`.
 """
 
 from __future__ import annotations

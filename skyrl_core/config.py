@@ -112,9 +112,10 @@ class DispatcherConfig:
     """Rollout scheduling (see docs/dispatchers.md). Timeouts in seconds (None: no limit); ``deadline_s`` bounds
     a whole batch. ``*_workers`` and ``queue_capacity`` size the pipeline; ``auto`` admits new inits from engine
     feedback (re-read every ``auto_interval_s`` seconds); ``max_runtimes`` caps runtimes alive at once;
-    ``release_timeout_s`` bounds one runtime release. ``remember_costs``: the rollout session remembers each
-    instance's measured stage seconds and sets ``trajectory.metrics["priority"]`` from them on later rollouts
-    (what the ``priority`` dispatcher orders by; see skyrl_core/costs.py)."""
+    ``release_timeout_s`` bounds one runtime release. ``remember_costs``: the pipeline dispatchers (``async_pipeline``,
+    ``priority``) remember each instance's measured stage seconds across a session's rollouts and set
+    ``trajectory.metrics["priority"]`` from them (what ``priority`` orders by; see
+    skyrl_core/default_plugins/dispatchers/stage_costs.py)."""
 
     type: str = "async_pipeline"
     max_parallel_agents: int = 16

@@ -27,7 +27,7 @@ import abc
 import asyncio
 import logging
 from collections import Counter
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence
 
 import attrs
 
@@ -74,6 +74,34 @@ class Dispatcher(abc.ABC):
     @abc.abstractmethod
     async def dispatch(self, trajectories: list[Trajectory], stages: Stages) -> dict[str, Any]:
         """Run all trajectories; return dispatch metrics (seconds per stage, peak runtimes, ...)."""
+
+    @classmethod
+    def session_memory(cls, config: Any) -> "DispatchMemory | None":
+        """What dispatchers of this class remember across the rollouts of one session (a :class:`DispatchMemory`,
+        e.g. the built-in pipeline's per-instance stage costs), or None: nothing (the default). ``config`` is the
+        ``dispatcher`` section. A rollout session asks once and keeps the answer as ``session.dispatch_memory``;
+        the trainer's checkpoints save it."""
+        return None
+
+
+class DispatchMemory(Protocol):
+    """State a dispatcher class keeps across the rollouts of one session (:meth:`Dispatcher.session_memory`).
+
+    Around every dispatch the session calls :meth:`before_dispatch` and, when the dispatch returned (not when it
+    was cancelled or raised), :meth:`after_dispatch`, each with the trajectories and their ``owners``
+    (``owners[i]`` is ``(task name, Instance)`` of ``trajectories[i]``); each returns metrics that join the
+    dispatch's. The trainer's checkpoint stores :meth:`to_state` (JSON) and ``--resume`` hands it back to
+    :meth:`load_state` (None for a checkpoint without one)."""
+
+    def before_dispatch(self, trajectories: Sequence[Trajectory], owners: Sequence[tuple[str, Any]]
+                        ) -> dict[str, Any]: ...
+
+    def after_dispatch(self, trajectories: Sequence[Trajectory], owners: Sequence[tuple[str, Any]]
+                       ) -> dict[str, Any]: ...
+
+    def to_state(self) -> dict[str, Any]: ...
+
+    def load_state(self, state: Mapping[str, Any] | None) -> None: ...
 
 
 # -- bookkeeping -------------------------------------------------------------------------------------------

@@ -1,10 +1,10 @@
 """Evaluation: roll out the configured eval split and summarise it (``skyrl eval``).
 
 Outputs, in the output directory: ``trajectories.jsonl`` (one trajectory per line: messages, transitions with
-token ids and logprobs, reward, finish reason, metrics), ``metrics.json`` and ``trajectories.html`` (a readable
-view of some trajectories, see :mod:`skyrl_core.report`), then whatever each registered eval writer
-(``register_eval_writers``) writes: the swe plugin's writes ``predictions.jsonl`` in the SWE-bench harness format,
-one reward-free pick per instance (``eval.selection``). Output formats of a benchmark belong to its plugin.
+token ids and logprobs, reward, finish reason, metrics) and ``metrics.json``, then whatever each registered eval
+writer (``register_eval_writers``) writes: the built-in viewer's ``trajectories.html`` (a readable view of some
+trajectories), the swe plugin's ``predictions.jsonl`` in the SWE-bench harness format, one reward-free pick per
+instance (``eval.selection``). Output formats of a benchmark belong to its plugin.
 """
 
 from __future__ import annotations
@@ -149,24 +149,21 @@ def trajectory_metric_means(trajectories: Sequence[Trajectory]) -> dict[str, flo
 
 
 def write_outputs(output_dir: str | Path, trajectories: Sequence[Trajectory], metrics: dict[str, Any],
-                  html_limit: int = 8, config: Any = None) -> dict[str, Path]:
-    """Write ``trajectories.jsonl``, ``metrics.json`` and ``trajectories.html`` into ``output_dir``, then run
+                  config: Any = None) -> dict[str, Path]:
+    """Write ``trajectories.jsonl`` and ``metrics.json`` into ``output_dir``, then run
     every registered eval writer (``register_eval_writers``) as ``writer(output_dir, trajectories, config)``;
     returns ``{name: path}`` of every file written. ``config`` is the run's Config (defaults when None). A writer
     that raises is logged with its name and skipped: the eval's own files stand."""
     from .config import Config
     from .plugins import get_registry
-    from .report import write_html
 
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    paths = {"trajectories": out / "trajectories.jsonl", "metrics": out / "metrics.json",
-             "html": out / "trajectories.html"}
+    paths = {"trajectories": out / "trajectories.jsonl", "metrics": out / "metrics.json"}
     with paths["trajectories"].open("w", encoding="utf-8") as f:
         for t in trajectories:
             f.write(json.dumps(t.to_json(), ensure_ascii=False, default=str) + "\n")
     paths["metrics"].write_text(json.dumps(metrics, indent=2, default=str) + "\n", encoding="utf-8")
-    write_html(trajectories, paths["html"], limit=html_limit, title="skyrl eval", metrics=metrics)
     config = config if config is not None else Config()
     for reg in get_registry().items("eval_writers"):
         try:
@@ -206,5 +203,5 @@ async def run_eval(config: Any, output_dir: str | Path, engine: Any = None,
         from .scripted import SCAFFOLD_NOTE
 
         metrics["scaffold_check"] = {"policy": policy, "note": SCAFFOLD_NOTE}
-    write_outputs(output_dir, trajectories, metrics, html_limit=config.logging.trajectories_html, config=config)
+    write_outputs(output_dir, trajectories, metrics, config=config)
     return metrics

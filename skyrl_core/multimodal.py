@@ -14,7 +14,7 @@ loop turns the result into one observation message (:func:`observation_message`)
   size it was.
 
 Either way the message keeps its ``images``, so ``trajectories.jsonl`` holds the PNG and the HTML and Markdown
-trajectory views (:mod:`skyrl_core.report`) show it. Token ids recorded for an image call are the text rendering
+trajectory views (:mod:`skyrl_core.default_plugins.viewer.render`) show it. Token ids recorded for an image call are the text rendering
 (with the marker), not the server's image tokens: image prompts are not token-exact training data.
 """
 

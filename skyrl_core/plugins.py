@@ -34,9 +34,10 @@ DEFAULT_PLUGINS = (
     "skyrl_core.default_plugins.parsers",
     "skyrl_core.default_plugins.dispatchers",
     "skyrl_core.default_plugins.gsm8k",
-    "skyrl_core.default_plugins.backends",
-    "skyrl_core.default_plugins.rollouts",
+    "skyrl_core.default_plugins.trainer",
+    "skyrl_core.default_plugins.eval_command",
     "skyrl_core.default_plugins.curation",
+    "skyrl_core.default_plugins.viewer",
     "skyrl_core.default_plugins.scaffold",
 )
 

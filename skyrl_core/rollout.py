@@ -32,7 +32,6 @@ from typing import Any, Callable, Iterable
 import attrs
 
 from .chat import ChatFormat
-from .costs import StageCostMemory, instance_key, supplied_cost
 from .config import task_agent_config, task_sampling_config
 from .errors import ConfigError
 from .inference.base import SamplingParams, routing_key
@@ -183,16 +182,19 @@ def sampling_params(config: Any, **overrides: Any) -> SamplingParams:
     return SamplingParams(**values)
 
 
+_NOT_ASKED = object()
+
+
 class RolloutSession:
     """Engine, chat format, parser and resolved tasks for a run. Create with ``await RolloutSession.create``.
 
     ``on_trajectory_done(trajectory)`` (optional, set by callers such as ``skyrl eval``) is called once per
     trajectory when its runtime has been released.
 
-    ``cost_memory`` (:class:`~skyrl_core.costs.StageCostMemory`) remembers each instance's measured stage seconds
-    across rollouts when ``dispatcher.remember_costs`` is on (the default): every rollout sets
-    ``trajectory.metrics["priority"]`` from it before dispatching (an instance's own
-    ``data["expected_cost_s"]`` wins) and records the finished trajectories after. The trainer's checkpoints
+    ``dispatch_memory`` is what the configured dispatcher class remembers across this session's rollouts
+    (:meth:`skyrl_core.dispatchers.Dispatcher.session_memory`; None when it remembers nothing): every rollout
+    hands it the trajectories before and after dispatching. The built-in pipeline dispatchers remember each
+    instance's stage seconds and set ``trajectory.metrics["priority"]`` from them. The trainer's checkpoints
     save it.
     """
 
@@ -209,7 +211,7 @@ class RolloutSession:
         self._resolved: dict[int, _Resolved] = {}
         self.on_trajectory_done: Callable[[Trajectory], None] | None = None
         self.for_eval = False  # an eval run (run_eval sets it): agent.drift_check "eval" applies
-        self.cost_memory = StageCostMemory()
+        self._dispatch_memory: Any = _NOT_ASKED  # see dispatch_memory
         self.split_report: dict[str, dict[str, int]] = {}
         for tc in config.tasks:
             self._resolve(tc)
@@ -233,6 +235,16 @@ class RolloutSession:
             if owns:
                 await engine.close()
             raise
+
+    @property
+    def dispatch_memory(self) -> Any:
+        """What ``dispatcher.type``'s class remembers across this session's rollouts (a
+        :class:`~skyrl_core.dispatchers.DispatchMemory`), or None; asked of the class once, on first use."""
+        if self._dispatch_memory is _NOT_ASKED:
+            factory = self.registry.get("dispatchers", self.config.dispatcher.type)
+            session_memory = getattr(factory, "session_memory", None)  # a plain factory function remembers nothing
+            self._dispatch_memory = session_memory(self.config.dispatcher) if session_memory else None
+        return self._dispatch_memory
 
     # -- instances ---------------------------------------------------------------------------------------
     def load_instances(self, split: str = "train") -> list[tuple[Any, Instance]]:
@@ -298,16 +310,9 @@ class RolloutSession:
         trajectories: list[Trajectory] = []
         slots: dict[int, _Slot] = {}
         seen: dict[str, int] = {}
-        cost_keys: list[str] = []
-        supplied: dict[str, float] = {}
-        remember = self.config.dispatcher.remember_costs
+        owners: list[tuple[str, Instance]] = []  # (task name, instance) of each trajectory, for the dispatch memory
         for tc, inst in items:
             resolved = self._resolve(tc)
-            if remember:
-                key = instance_key(tc.name, inst)
-                cost = supplied_cost(inst)
-                if cost is not None:
-                    supplied[key] = cost
             group = f"{tc.name}:{inst.id}"
             seen[group] = seen.get(group, 0) + 1
             if seen[group] > 1:
@@ -315,8 +320,7 @@ class RolloutSession:
             for k in range(n_samples):
                 traj = Trajectory(instance_id=inst.id, sample_index=k, task=tc.name, group_id=group)
                 trajectories.append(traj)
-                if remember:
-                    cost_keys.append(key)
+                owners.append((tc.name, inst))
                 slots[id(traj)] = _Slot(resolved=resolved, instance=inst, ctx=ToolContext(instance=inst,
                                                                                           engine=self.engine))
 
@@ -394,16 +398,16 @@ class RolloutSession:
         from .dispatchers import Stages
 
         dispatcher = self.registry.get("dispatchers", cfg.dispatcher.type)(cfg.dispatcher, self.engine.stats)
-        sources = self.cost_memory.assign(trajectories, cost_keys, supplied) if remember else {}
+        memory = self.dispatch_memory
+        before = memory.before_dispatch(trajectories, owners) if memory is not None else {}
         metrics = await dispatcher.dispatch(trajectories, Stages(init=init, run=run, eval=evaluate,
                                                                   release=release))
         for placed in {id(r.placed): r.placed for r in self._resolved.values()}.values():
             metrics.update(placed.stats())  # a placement's counters (Ray: its actors)
-        if remember:
-            # a cancelled dispatch raises past this point: its cut-off stages are not costs worth remembering
-            metrics["costs_recorded"] = self.cost_memory.record_trajectories(trajectories, cost_keys)
-            metrics["costs_remembered_instances"] = len(self.cost_memory)
-            metrics.update({f"priority_from_{source}": n for source, n in sources.items()})
+        if memory is not None:
+            # a cancelled dispatch raises past this point: its cut-off stages are not worth remembering
+            metrics.update(memory.after_dispatch(trajectories, owners))
+            metrics.update(before)
         return trajectories, metrics
 
     async def close(self) -> None:

@@ -55,7 +55,7 @@ def tiny_chat_model_dir(tmp_path_factory) -> str:
     per session: the real rollout and training paths in seconds, with nothing learned."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    from skyrl_core.models import load_tokenizer
+    from skyrl_core.default_plugins.engines.models import load_tokenizer
 
     root = tmp_path_factory.mktemp("tiny-chat-model")
     tok = load_tokenizer("smollm2-135m-instruct")

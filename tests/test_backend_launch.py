@@ -45,7 +45,7 @@ def test_skyrl_train_hands_the_run_to_a_launching_backend(plugins, tmp_path):
 
 def test_backends_without_launch_run_the_local_loop(plugins):
     from skyrl_core.config import config_from_dict
-    from skyrl_core.trainer.cli import backend_launcher
+    from skyrl_core.default_plugins.trainer.train_command import backend_launcher
 
     assert backend_launcher(config_from_dict({"model": "smollm2-135m-instruct",
                                               "tasks": [{"name": "gsm8k"}]})) is None

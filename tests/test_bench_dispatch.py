@@ -124,7 +124,7 @@ def test_previous_epoch_keeps_instances_and_redraws_samples():
 @pytest.mark.timeout(120)
 def test_remembered_priorities_come_from_the_previous_epochs_measurements():
     from skyrl_core.bench.dispatch import remembered_variants, simulate_remembered
-    from skyrl_core.costs import StageCostMemory
+    from skyrl_core.default_plugins.dispatchers.stage_costs import StageCostMemory
 
     profile = PROFILES["light"]
     cfg, previous = remembered_variants(profile)["priority_remembered"]

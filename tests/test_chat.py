@@ -23,7 +23,7 @@ LLAMA_SPECIAL = ["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>"
 
 @pytest.fixture(scope="module")
 def smol_tokenizer():
-    from skyrl_core.models import load_tokenizer
+    from skyrl_core.default_plugins.engines.models import load_tokenizer
 
     return load_tokenizer("smollm2-135m-instruct")
 

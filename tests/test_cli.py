@@ -161,7 +161,7 @@ def test_piped_training_prints_progress_at_a_steady_interval():
 
     from rich.console import Console
 
-    from skyrl_core.trainer.cli import PipeProgress
+    from skyrl_core.default_plugins.trainer.train_command import PipeProgress
 
     buffer = io.StringIO()
     progress = PipeProgress(Console(file=buffer, width=200), interval=0.1).start()
@@ -207,7 +207,7 @@ def test_piped_progress_names_the_phase_and_estimates_the_time_left():
 
     from rich.console import Console
 
-    from skyrl_core.trainer.cli import PipeProgress, timeouts
+    from skyrl_core.default_plugins.trainer.train_command import PipeProgress, timeouts
 
     progress = PipeProgress(Console(file=io.StringIO(), width=200), interval=60)
     progress.update("eval before training", 0, 10)
@@ -225,7 +225,7 @@ def test_piped_progress_names_the_phase_and_estimates_the_time_left():
 def test_model_loading_draws_no_progress_bar_into_a_pipe(tiny_chat_model_dir):
     """transformers' tqdm bars (weight loading, the one-time GGUF conversion) wrote dozens of carriage-return
     updates onto one line of a piped log; off a terminal they are off."""
-    code = f"from skyrl_core.models import load_causal_lm; load_causal_lm({tiny_chat_model_dir!r})"
+    code = f"from skyrl_core.default_plugins.engines.models import load_causal_lm; load_causal_lm({tiny_chat_model_dir!r})"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, SKYRL_LOAD_PLUGINS=""))
     assert proc.returncode == 0, proc.stderr

@@ -126,7 +126,7 @@ def test_unknown_estimator_or_loss_names_the_registered_ones(plugins):
     """backend.advantage and backend.policy_loss name registered components (plugins may add more): a wrong
     name is an error listing the registered ones, raised before any rollout."""
     from skyrl_core.errors import UnknownComponentError
-    from skyrl_core.default_plugins.backends.local import resolve_policy_loss
+    from skyrl_core.default_plugins.trainer.local import resolve_policy_loss
 
     cfg = load_config(None, ["backend.advantage=ppo", "backend.policy_loss=dpo"])
     with pytest.raises(UnknownComponentError, match="no advantage estimator named 'ppo' is registered; registered: grpo, none, rloo"):

@@ -56,7 +56,7 @@ def test_no_core_module_outside_default_plugins_imports_gsm8k_code():
 
 
 def test_every_builtin_holds_its_implementation_in_its_own_package():
-    for name in ("gsm8k", "parsers", "dispatchers", "engines", "runtimes", "backends"):
+    for name in ("gsm8k", "parsers", "dispatchers", "engines", "runtimes", "trainer", "viewer", "curation"):
         package = CORE / "default_plugins" / name
         assert (package / "__init__.py").is_file() and len(list(package.glob("*.py"))) > 1, name
     assert (CORE / "default_plugins/gsm8k/data/test.jsonl").stat().st_size > 400_000

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from skyrl_core.curate import band, bucket_table, parse_mix, select, successes_from_trajectories
+from skyrl_core.default_plugins.curation.curate import (band, bucket_table, parse_mix, select,
+                                                        successes_from_trajectories)
 from skyrl_core.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]

@@ -143,7 +143,7 @@ def test_factory_hook_docstrings_state_what_the_call_sites_pass(plugins, tmp_pat
     from skyrl_core.bench.engine import StandInEngine
     from skyrl_core.config import Config, DispatcherConfig, config_from_dict
     from skyrl_core.rollout import RolloutSession
-    from skyrl_core.trainer.metrics import MetricsLogger
+    from skyrl_core.training import MetricsLogger
 
     calls: dict = {}
     plugin, classes = recording_plugin(calls)

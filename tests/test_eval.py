@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from skyrl_core.evaluate import error_messages, eval_metrics, pass_at_k, run_problems, write_outputs
-from skyrl_core.report import pick, trajectory_markdown
+from skyrl_core.default_plugins.viewer.render import pick, trajectory_markdown
 from skyrl_core.transitions import Trajectory, Transition
 
 REPO = Path(__file__).resolve().parents[1]
@@ -68,7 +68,10 @@ def test_eval_metrics_averages_numeric_trajectory_metrics():
 
 def test_written_files(tmp_path):
     m = eval_metrics(TRAJS, wall_s=1.0)
-    paths = write_outputs(tmp_path, TRAJS, m, html_limit=3)
+    from skyrl_core.config import Config, LoggingConfig
+
+    # trajectories.html comes from the built-in viewer plugin's eval writer, sized by logging.trajectories_html
+    paths = write_outputs(tmp_path, TRAJS, m, config=Config(logging=LoggingConfig(trajectories_html=3)))
     rows = [json.loads(line) for line in paths["trajectories"].read_text().splitlines()]
     assert [r["id"] for r in rows] == [t.id for t in TRAJS]
     assert rows[0]["transitions"][0]["output_logprobs"] == [-0.5] * 4
@@ -78,6 +81,7 @@ def test_written_files(tmp_path):
     assert page.count("<h2 id=") == 3
     assert "question a &lt;b&gt;&amp;" in page and "question a <b>&" not in page  # escaped
     assert "3 of 4 trajectories" in page
+    assert f"pass@1 {m['pass@1']:.3g}" in page  # the summary line, from the metrics.json written before the writers ran
     # both rewarded and unrewarded trajectories are picked
     assert [t.reward for t in pick(TRAJS, 2)] == [1.0, 0.0]
     md = trajectory_markdown(TRAJS[1])

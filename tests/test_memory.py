@@ -1,4 +1,5 @@
-"""skyrl_core.trainer.memory: the glibc trim that keeps a long CPU run's RSS flat (docs/training.md, "Memory")."""
+"""skyrl_core.default_plugins.trainer.memory: the glibc trim that keeps a long CPU run's RSS flat (docs/training.md,
+"Memory")."""
 
 from __future__ import annotations
 
@@ -8,14 +9,14 @@ import sys
 
 import pytest
 
-from skyrl_core.trainer.memory import _libc, current_rss_mb, release_freed_memory
+from skyrl_core.default_plugins.trainer.memory import _libc, current_rss_mb, release_freed_memory
 
 # Run in a fresh interpreter so the heap holds only what the script allocates: 3000 blocks of 64 KiB (below
 # glibc's mmap threshold, so they come from the heap), each followed by a 1 KiB block (above pymalloc's limit, so also from the glibc heap) that stays alive, so the
 # freed blocks cannot be returned by shrinking the top of the heap -- the pattern training and generation leave.
 SCRIPT = """
 import json
-from skyrl_core.trainer.memory import current_rss_mb, release_freed_memory
+from skyrl_core.default_plugins.trainer.memory import current_rss_mb, release_freed_memory
 base = current_rss_mb()
 big, pins = [], []
 for _ in range(3000):

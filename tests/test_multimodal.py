@@ -20,7 +20,7 @@ import pytest
 
 from skyrl_core.inference.base import EngineError, SamplingParams
 from skyrl_core.multimodal import image_part, observation_message, openai_messages, part_png, png_size
-from skyrl_core.report import trajectory_html, trajectory_markdown
+from skyrl_core.default_plugins.viewer.render import trajectory_html, trajectory_markdown
 from skyrl_core.transitions import Trajectory
 
 

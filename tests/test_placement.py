@@ -26,7 +26,7 @@ class FinishEngine(Engine):
 
     def __init__(self) -> None:
         super().__init__()
-        from skyrl_core.models import load_tokenizer
+        from skyrl_core.default_plugins.engines.models import load_tokenizer
 
         self.tokenizer = load_tokenizer("smollm2-135m-instruct")
 

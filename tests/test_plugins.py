@@ -219,7 +219,7 @@ def test_hook_register_policy_losses(fake):
     import torch
 
     from skyrl_core.config import BackendConfig
-    from skyrl_core.default_plugins.backends.local import resolve_policy_loss
+    from skyrl_core.default_plugins.trainer.local import resolve_policy_loss
 
     assert fake.registry.names("policy_losses") == ["gspo", "ppo_clip", "reinforce", "sum_loss"]
     loss_fn = resolve_policy_loss("sum_loss")
@@ -234,9 +234,10 @@ def test_hook_register_policy_losses(fake):
 
 def test_hook_register_loggers(fake, tmp_path):
     from skyrl_core.config import LoggingConfig
-    from skyrl_core.trainer.metrics import MetricsLogger, read_jsonl
+    from skyrl_core.default_plugins.trainer.metrics import read_jsonl
+    from skyrl_core.training import MetricsLogger
 
-    assert fake.registry.names("loggers") == ["jsonl", "memory", "tensorboard", "wandb"]
+    assert fake.registry.names("loggers") == ["jsonl", "memory", "plot", "tensorboard", "wandb"]
     logger = MetricsLogger(tmp_path, LoggingConfig(loggers=["memory"]))
     logger.log({"kind": "train", "step": 1, "reward_mean": 0.5})
     logger.log({"kind": "train", "step": 2, "fail_logger": True})  # the plugin's sink fails: dropped, run goes on
@@ -498,7 +499,7 @@ def test_a_training_run_refuses_a_scripted_policy_it_is_handed(tmp_path):
     from skyrl_core.config import load_config
     from skyrl_core.errors import ConfigError
     from skyrl_core.scripted import ScriptedPolicy, refuse_scripted_policy
-    from skyrl_core.trainer.loop import TrainRun
+    from skyrl_core.training import TrainRun
 
     class Lookup(ScriptedPolicy):
         name = "lookup"

@@ -107,7 +107,7 @@ def test_real_multiturn_transitions_pack_with_exact_tokens():
     what the model saw and generated, and whose mask-1 tokens are exactly the generated ones."""
     import torch
 
-    from skyrl_core.models import load_causal_lm, load_tokenizer
+    from skyrl_core.default_plugins.engines.models import load_causal_lm, load_tokenizer
 
     tok = load_tokenizer("smollm2-135m-instruct")
     model = load_causal_lm("smollm2-135m-instruct")

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from skyrl_core.trainer.checkpoint import (CheckpointError, latest_checkpoint, list_checkpoints, load_checkpoint,
-                                           save_checkpoint)
-from skyrl_core.trainer.loop import DataCursor
-from skyrl_core.trainer.metrics import MetricsLogger, read_jsonl
+from skyrl_core.checkpoint import (CheckpointError, latest_checkpoint, list_checkpoints, load_checkpoint,
+                                   save_checkpoint)
+from skyrl_core.default_plugins.trainer.metrics import read_jsonl
+from skyrl_core.training import DataCursor, MetricsLogger
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -73,7 +73,7 @@ def test_checkpoint_is_atomic_and_keeps_the_newest(tmp_path):
 
 def test_metrics_jsonl_truncates_on_resume_and_plot(tmp_path):
     from skyrl_core.config import LoggingConfig
-    from skyrl_core.trainer.plots import plot_run
+    from skyrl_core.default_plugins.trainer.plots import plot_run
 
     logger = MetricsLogger(tmp_path, LoggingConfig(tensorboard=True))
     for step in range(4):
@@ -85,12 +85,60 @@ def test_metrics_jsonl_truncates_on_resume_and_plot(tmp_path):
         f.write('{"kind": "train", "st')  # torn line from a kill mid-write
     kept = logger.truncate_after(2)
     logger.close()
+    # the built-in logger ``plot`` (always on) drew the kept records when the loggers closed
+    assert (tmp_path / "training.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [(r["kind"], r["step"]) for r in kept] == [("train", 0), ("eval", 0), ("train", 1), ("train", 2),
                                                       ("eval", 2)]
     assert read_jsonl(tmp_path / "metrics.jsonl")[0]["nan"] is None
     assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
     png = plot_run(kept, tmp_path / "training.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def test_the_logger_keeping_the_runs_record_stops_the_run_when_it_fails(tmp_path):
+    """Loggers come from the registry by name (here a plugin's ``jsonl`` and ``plot``): the one with
+    ``truncate_after`` keeps the run's record (resume reads it back), so its failure raises; another is dropped."""
+    from skyrl_core.config import LoggingConfig
+
+    class Record:
+        def __init__(self, output, config):
+            self.rows = []
+
+        def truncate_after(self, step):
+            self.rows = [r for r in self.rows if r["step"] <= step]
+            return list(self.rows)
+
+        def log(self, record):
+            if record.get("disk_full"):
+                raise OSError("no space left on device")
+            self.rows.append(record)
+
+        def close(self):
+            pass
+
+    class Flaky:
+        def __init__(self, output, config):
+            pass
+
+        def log(self, record):
+            raise RuntimeError("flaky")
+
+        def close(self):
+            pass
+
+    class Registry:
+        def get(self, kind, name):
+            assert kind == "loggers"
+            return {"jsonl": Record, "plot": Flaky}[name]
+
+    logger = MetricsLogger(tmp_path, LoggingConfig(), registry=Registry())
+    for step in (1, 2, 3):
+        logger.log({"kind": "train", "step": step, "nan": float("nan")})
+    assert list(logger.sinks) == ["jsonl"]  # the flaky one was dropped at the first record
+    assert logger.truncate_after(2) == [{"kind": "train", "step": 1, "nan": None}, {"kind": "train", "step": 2,
+                                                                                    "nan": None}]
+    with pytest.raises(OSError, match="no space left"):
+        logger.log({"kind": "train", "step": 3, "disk_full": True})
 
 
 # -- end to end through the CLI, real rollout session, tiny random model ----------------------------------------
@@ -173,13 +221,14 @@ def test_kill_and_resume_gives_the_same_next_step_inputs(tiny_run_config, tmp_pa
     # steps 1-3 cover the 6 instances once (epoch 0), step 4 starts epoch 1
     seen = [i for r in ref[:3] for i in r["instances"]]
     assert len(set(seen)) == 6
-    # stage-cost memory (skyrl_core/costs.py): nothing known at step 1, the mean of known instances for new ones
-    # in steps 2-3, each instance's own measured cost when it comes back in epoch 1; checkpoints carry it
+    # stage-cost memory (skyrl_core/default_plugins/dispatchers/stage_costs.py): nothing known at step 1, the mean
+    # of known instances for new ones in steps 2-3, each instance's own measured cost when it comes back in
+    # epoch 1; checkpoints carry it (state.json's dispatch_memory)
     assert [r["dispatch/priority_from_unset"] for r in ref] == [4, 0, 0, 0]
     assert [r["dispatch/priority_from_mean"] for r in ref] == [0, 4, 4, 0]
     assert [r["dispatch/priority_from_memory"] for r in ref] == [0, 0, 0, 4]
     assert [r["dispatch/costs_remembered_instances"] for r in ref] == [2, 4, 6, 6]
-    costs = json.loads((straight / "checkpoints" / "step-000004" / "state.json").read_text())["stage_costs"]
+    costs = json.loads((straight / "checkpoints" / "step-000004" / "state.json").read_text())["dispatch_memory"]
     assert sorted(e["n"] for e in costs["entries"].values()) == [2, 2, 2, 2, 4, 4]
     # the resumed run restored the 4 instances its step-2 checkpoint remembered
     assert [r["dispatch/costs_remembered_instances"] for r in resumed] == [2, 4, 6, 6]
@@ -238,7 +287,7 @@ def test_progress_names_each_phase_and_checkpoints_are_announced_with_size(tiny_
     import logging
 
     from skyrl_core.config import load_config
-    from skyrl_core.trainer.loop import TrainRun
+    from skyrl_core.training import TrainRun
 
     phases: list[str] = []
     notes: list[str] = []
@@ -263,7 +312,7 @@ def test_progress_names_each_phase_and_checkpoints_are_announced_with_size(tiny_
 
 def test_no_data_reason_names_failed_masked_and_cut_trajectories():
     from skyrl_core.postprocess import build_training_batch
-    from skyrl_core.trainer.loop import no_data_reason, trainable_data
+    from skyrl_core.training import no_data_reason, trainable_data
     from skyrl_core.transitions import Trajectory, Transition
 
     def traj(k, reward, reason=None, error=None, tokens=True):
@@ -293,7 +342,7 @@ def test_resume_refuses_a_changed_data_order_naming_the_keys(tiny_run_config, tm
 
     from skyrl_core.config import load_config
     from skyrl_core.errors import SkyrlError
-    from skyrl_core.trainer.loop import TrainRun
+    from skyrl_core.training import TrainRun
 
     out = tmp_path / "run"
     base = ["train.steps=1", "train.checkpoint_every=1", "sampling.n_samples=1", "train.batch_size=1"]

@@ -12,8 +12,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from skyrl_core.config import Config, LoraConfig  # noqa: E402
-from skyrl_core.default_plugins.backends.local import LocalBackend, plan_micro_batches  # noqa: E402
-from skyrl_core.trainer.losses import policy_loss  # noqa: E402
+from skyrl_core.default_plugins.trainer.local import LocalBackend, plan_micro_batches  # noqa: E402
+from skyrl_core.default_plugins.trainer.losses import policy_loss  # noqa: E402
 from skyrl_core.transitions import Datum, TrainingBatch  # noqa: E402
 
 VOCAB = 97
@@ -143,7 +143,7 @@ def test_gspo_clips_whole_sequences_by_their_geometric_mean_ratio():
     import math
 
     from skyrl_core.config import BackendConfig
-    from skyrl_core.trainer.losses import gspo_loss
+    from skyrl_core.default_plugins.trainer.losses import gspo_loss
 
     bc = BackendConfig(clip=0.1)
     # row 0: token log-ratios 0.3 and -0.1 -> sequence ratio exp(0.1) = 1.105 > 1.1 with A > 0: clipped;
@@ -279,7 +279,7 @@ def tiny_engine_dir(tiny_model_dir, tmp_path_factory):
     """The tiny model plus the real SmolLM2 tokenizer, so the real hf engine can load it."""
     import shutil
 
-    from skyrl_core.models import load_tokenizer
+    from skyrl_core.default_plugins.engines.models import load_tokenizer
 
     path = tmp_path_factory.mktemp("tiny-engine")
     shutil.copytree(tiny_model_dir, path, dirs_exist_ok=True)
@@ -297,7 +297,9 @@ async def test_hf_engine_shares_the_trained_module(tiny_engine_dir):
         assert backend.model is engine.model and backend.shared
         version = engine._weights_version
         before = engine.model.model.embed_tokens.weight.detach().clone()
-        await backend.train_step(make_batch())
+        metrics = await backend.train_step(make_batch())
+        # the local backend does the process's memory accounting (the loop logs these as train/rss_mb, ...)
+        assert 0 < metrics["rss_mb"] <= metrics["peak_rss_mb"] * 1.01
         await backend.sync_weights(engine)
         assert not torch.equal(before, engine.model.model.embed_tokens.weight)  # trained in place, no copy
         assert engine._weights_version == version + 1  # the engine drops caches built with old weights

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 import attrs
 
 from ..config import DispatcherConfig
-from ..costs import StageCostMemory
+from ..default_plugins.dispatchers.stage_costs import StageCostMemory
 from ..errors import SkyrlError
 from ..dispatchers import Stages
 from ..inference.base import SamplingParams
@@ -95,7 +95,7 @@ def dispatcher_variants(profile: Profile) -> dict[str, DispatcherConfig]:
     }
 
 
-#: Variants whose priorities come from a :class:`~skyrl_core.costs.StageCostMemory`, as in a real run, instead of
+#: Variants whose priorities come from a :class:`~skyrl_core.default_plugins.dispatchers.stage_costs.StageCostMemory`, as in a real run, instead of
 #: the parametric hint: ``name -> (measured variant, previous-epoch variant or None)`` (names of
 #: :func:`dispatcher_variants`). ``priority_first_epoch``: a run's first epoch, the memory still empty, so every
 #: priority is unset. ``priority_remembered``: the memory filled by a simulated previous epoch.

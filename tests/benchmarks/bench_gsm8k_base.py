@@ -85,7 +85,7 @@ def main() -> None:
 
     import torch
 
-    from skyrl_core.models import load_causal_lm, load_tokenizer
+    from skyrl_core.default_plugins.engines.models import load_causal_lm, load_tokenizer
 
     torch.manual_seed(ns.seed)
     model = load_causal_lm(ns.model)

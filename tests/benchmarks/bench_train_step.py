@@ -19,7 +19,7 @@ Run: python tests/benchmarks/bench_train_step.py [--data 16] [--resp 160] [--rep
 Memory across steps of the real loop (rollouts on the in-process hf engine, then a local train step on those
 trajectories with advantages forced to +-0.5 so every step trains every datum), current and peak RSS per phase:
     OMP_NUM_THREADS=1 python tests/benchmarks/bench_train_step.py --loop-memory 3 [--no-trim]
-(``--no-trim`` disables ``skyrl_core.trainer.memory.release_freed_memory`` to show the growth it prevents).
+(``--no-trim`` disables ``skyrl_core.default_plugins.trainer.memory.release_freed_memory`` to show the growth it prevents).
 
 Packing saving on real trajectories (the ``rollouts/step-*.jsonl`` a ``skyrl train`` run writes):
     python tests/benchmarks/bench_train_step.py --packing runs/quickstart
@@ -40,8 +40,8 @@ from pathlib import Path
 import torch
 
 from skyrl_core.config import Config
-from skyrl_core.models import load_tokenizer
-from skyrl_core.default_plugins.backends.local import LocalBackend, plan_micro_batches
+from skyrl_core.default_plugins.engines.models import load_tokenizer
+from skyrl_core.default_plugins.trainer.local import LocalBackend, plan_micro_batches
 from skyrl_core.transitions import Datum, TrainingBatch
 
 # the GSM8K test split bundled in the package (MIT, see skyrl_core/default_plugins/gsm8k/data/LICENSE):
@@ -141,7 +141,7 @@ def packing_report(run_dir: Path) -> None:
 
 
 def _rss() -> str:
-    from skyrl_core.trainer.memory import current_rss_mb
+    from skyrl_core.default_plugins.trainer.memory import current_rss_mb
 
     return (f"RSS {current_rss_mb():.0f} MiB, peak {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} "
             f"MiB")
@@ -153,7 +153,7 @@ async def loop_memory(steps: int, batch_size: int, n_samples: int) -> None:
     from skyrl_core.config import load_config
     from skyrl_core.postprocess import build_training_batch
     from skyrl_core.rollout import RolloutSession
-    from skyrl_core.trainer.memory import release_freed_memory
+    from skyrl_core.default_plugins.trainer.memory import release_freed_memory
 
     repo = Path(__file__).resolve().parents[2]
     cfg = load_config(str(repo / "examples" / "quickstart.yaml"), ["data.limit=64"])
@@ -196,8 +196,8 @@ def main() -> None:
     ns = parser.parse_args()
     if ns.loop_memory:
         if ns.no_trim:
-            import skyrl_core.default_plugins.backends.local as local_mod
-            import skyrl_core.trainer.memory as memory_mod
+            import skyrl_core.default_plugins.trainer.local as local_mod
+            import skyrl_core.default_plugins.trainer.memory as memory_mod
 
             memory_mod.release_freed_memory = local_mod.release_freed_memory = lambda: False
         import asyncio

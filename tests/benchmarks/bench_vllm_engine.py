@@ -51,7 +51,7 @@ async def main() -> None:
     torch.set_num_threads(args.threads)
     from skyrl_core.default_plugins.engines.hf import HFEngine
     from skyrl_core.default_plugins.engines.vllm import VLLMEngine
-    from skyrl_core.models import load_tokenizer
+    from skyrl_core.default_plugins.engines.models import load_tokenizer
 
     tok = load_tokenizer(args.model)
     prompts = []

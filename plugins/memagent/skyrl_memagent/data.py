@@ -299,7 +299,7 @@ def build_document(gold: Sequence[Paragraph], pool: Sequence[Paragraph], target_
 
 @functools.lru_cache(maxsize=4)
 def _tokenizer(name: str):
-    from skyrl_core.models import load_tokenizer
+    from skyrl_core.default_plugins.engines.models import load_tokenizer
 
     return load_tokenizer(name)
 

@@ -93,7 +93,7 @@ def oracle_engine(config: Any) -> OraclePolicy:
     """The ``memagent_oracle`` policy for ``config``: the config's model's tokenizer, the rows of each memagent task's
     ``data.path`` (else the bundled rows); ``engine.options.forget`` (bool)."""
     from skyrl_core.errors import ConfigError
-    from skyrl_core.models import load_tokenizer
+    from skyrl_core.default_plugins.engines.models import load_tokenizer
 
     opts = dict(config.engine.options or {})
     unknown = sorted(set(opts) - {"forget"})

@@ -17,7 +17,7 @@ async def test_skyrl_train_refuses_the_scripted_oracle(tmp_path, tokenizer, rows
     from skyrl_core.errors import ConfigError, UnknownComponentError
     from skyrl_core.plugins import get_plugins, get_registry
     from skyrl_core.rollout import RolloutSession
-    from skyrl_core.trainer.loop import TrainRun
+    from skyrl_core.training import TrainRun
     from skyrl_memagent.oracle import OraclePolicy
 
     assert "memagent_oracle" not in get_registry().names("inference_engines")

@@ -166,6 +166,6 @@ class ScriptedMiniwobEngine(ScriptedPolicy):
 
 def scripted_engine(config: Any) -> ScriptedMiniwobEngine:
     """The ``miniwob_scripted`` policy with ``config.model``'s tokenizer (``skyrl osworld scaffold-check``)."""
-    from skyrl_core.models import load_tokenizer
+    from skyrl_core.default_plugins.engines.models import load_tokenizer
 
     return ScriptedMiniwobEngine(load_tokenizer(config.model))

@@ -31,6 +31,6 @@ async def pools(chromium):
 
 @pytest.fixture(scope="session")
 def tokenizer():
-    from skyrl_core.models import load_tokenizer
+    from skyrl_core.default_plugins.engines.models import load_tokenizer
 
     return load_tokenizer("smollm2-135m-instruct")

@@ -56,7 +56,7 @@ async def test_every_dispatcher_and_the_pool_follows_its_cap(pools, tmp_path, di
 async def test_one_train_step_with_smollm2_on_text_observations(pools, tmp_path):
     import torch
 
-    from skyrl_core.trainer.loop import TrainRun
+    from skyrl_core.training import TrainRun
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)   # a shared CPU: default threads spin on busy cores

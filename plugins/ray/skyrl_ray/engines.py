@@ -116,7 +116,7 @@ class RayEngine(Engine):
 def ray_replicas(factory: Callable, config: Any, n: int) -> list[Engine]:
     """``n`` engine actors of ``config.engine.type`` (``engine.resources`` each, default 1 CPU) on the cluster of
     ``plugins.ray``; the tokenizer of ``config.model`` is loaded here once and shared. Blocking."""
-    from skyrl_core.models import load_tokenizer
+    from skyrl_core.default_plugins.engines.models import load_tokenizer
 
     from .config import cluster_config
     from .runtimes import actor_options, ensure_ray

@@ -60,7 +60,7 @@ def tiny_chat_model_dir(tmp_path_factory) -> str:
     """A randomly initialised 1-layer Llama (hidden 16) with SmolLM2's tokenizer and chat template, saved once."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    from skyrl_core.models import load_tokenizer
+    from skyrl_core.default_plugins.engines.models import load_tokenizer
 
     root = tmp_path_factory.mktemp("tiny-chat-model")
     tok = load_tokenizer("smollm2-135m-instruct")

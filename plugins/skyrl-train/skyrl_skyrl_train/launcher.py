@@ -120,7 +120,7 @@ def _resolve_model_path(model: str) -> str:
     path = Path(model).expanduser()
     if path.is_dir():
         return str(path.resolve())
-    from skyrl_core.models import resolve_model
+    from skyrl_core.default_plugins.engines.models import resolve_model
 
     try:
         return str(resolve_model(model))

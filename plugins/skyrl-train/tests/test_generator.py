@@ -187,7 +187,7 @@ def _trainer_tokenizer():
     """The tokenizer as SkyRL-train's ``BasePPOExp`` loads it (its ``get_tokenizer``: pad = EOS when unset)."""
     from skyrl.utils.tok import get_tokenizer
 
-    from skyrl_core.models import resolve_model
+    from skyrl_core.default_plugins.engines.models import resolve_model
 
     return get_tokenizer(str(resolve_model("smollm2-135m-instruct")), padding_side="left")
 

@@ -14,7 +14,7 @@ from skyrl_core.transitions import CONTEXT_EXCEEDED, FINISHED, MAX_TOKENS, MAX_T
 @pytest.mark.slow
 async def test_one_train_step_on_generated_instances(generated, tmp_path, one_torch_thread):
     from skyrl_core.config import load_config
-    from skyrl_core.trainer.loop import TrainRun
+    from skyrl_core.training import TrainRun
 
     rows = {json.loads(line)["instance_id"] for line in generated.read_text().splitlines() if line.strip()}
     cfg = load_config("swe:generated",

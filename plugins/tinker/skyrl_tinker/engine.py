@@ -38,7 +38,7 @@ def check_options(options: dict[str, Any], allowed: set[str], where: str) -> Non
 
 
 def _model_json(model: str, name: str) -> dict[str, Any]:
-    from skyrl_core.models import resolve_model
+    from skyrl_core.default_plugins.engines.models import resolve_model
 
     try:
         return json.loads((resolve_model(model) / name).read_text())
@@ -73,7 +73,7 @@ class TinkerEngine(Engine):
 
     def __init__(self, config: Any) -> None:
         super().__init__()
-        from skyrl_core.models import load_tokenizer
+        from skyrl_core.default_plugins.engines.models import load_tokenizer
 
         check_options(config.engine.options, ENGINE_OPTIONS, "engine.options")
         self.settings = service_settings(config)

@@ -38,7 +38,7 @@ def default_venv() -> Path:
     env = os.environ.get("SKYRL_TINKER_SERVER_VENV")
     if env:
         return Path(env)
-    from skyrl_core.models import cache_dir
+    from skyrl_core.default_plugins.engines.models import cache_dir
 
     return cache_dir() / "tinker-server-venv"
 
@@ -102,7 +102,7 @@ whose [tokens, vocab] logits exist at once (memory: a 49k vocabulary makes these
         return self.workdir / "server.log"
 
     def command(self) -> list[str]:
-        from skyrl_core.models import resolve_model
+        from skyrl_core.default_plugins.engines.models import resolve_model
 
         python = self.venv / "bin" / "python"
         if not python.is_file():

@@ -30,7 +30,7 @@ def tiny_model_dir(tmp_path_factory) -> str:
     import torch
     import transformers
 
-    from skyrl_core.models import load_tokenizer
+    from skyrl_core.default_plugins.engines.models import load_tokenizer
 
     root = tmp_path_factory.mktemp("tiny-tinker-model")
     tok = load_tokenizer("smollm2-135m-instruct")

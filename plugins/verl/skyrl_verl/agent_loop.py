@@ -185,7 +185,7 @@ class SkyrlAgentLoop(AgentLoopBase):
         split = str(extra.get("split", "train"))
         k = next_sample_index((split, extra.get("task_index"), instance.id))
         if sampling.seed is None:
-            from skyrl_core.trainer.loop import EVAL_SEED_BASE  # the local trainer's base, so both paths agree
+            from skyrl_core.training import EVAL_SEED_BASE  # the local trainer's base, so both paths agree
 
             sampling = attrs.evolve(sampling, seed=EVAL_SEED_BASE + config.train.seed)
         # one seed per sample: VeRL rolls each sample out in its own call, so the rollout's own per-sample

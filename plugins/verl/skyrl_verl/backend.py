@@ -11,7 +11,7 @@ verifiers, the dispatcher) and hands each step's TrainingBatch to :class:`VerlBa
    (``compute_rollout_correction_weights``) when ``backend.tis_cap`` is set, and VeRL's KL / entropy terms.
 
 The optimiser, micro-batching, weight sharing with the hf engine and checkpoints are the local trainer's
-(:class:`skyrl_core.default_plugins.backends.local.LocalBackend`), so on one machine a run switches between ``local`` and
+(:class:`skyrl_core.default_plugins.trainer.local.LocalBackend`), so on one machine a run switches between ``local`` and
 ``verl`` with one config word. Multi-GPU training with VeRL's own workers (FSDP/Megatron, vLLM/SGLang servers)
 is :mod:`skyrl_verl.launcher` (``skyrl verl launch``).
 """
@@ -24,7 +24,7 @@ from typing import Any, Sequence
 import attrs
 import torch
 
-from skyrl_core.default_plugins.backends.local import LocalBackend
+from skyrl_core.default_plugins.trainer.local import LocalBackend
 from skyrl_core.errors import ConfigError
 from skyrl_core.transitions import Datum, TrainingBatch
 
@@ -125,7 +125,7 @@ class VerlBackend(LocalBackend):
             loss = loss + bc.kl_coef * kl
             m["kl_policy_ref_k3"] = float(kl.detach()) * unscale  # low_var_kl: k3, clamped
         if bc.entropy_coef > 0:
-            from skyrl_core.trainer.losses import entropy_from_logits
+            from skyrl_core.default_plugins.trainer.losses import entropy_from_logits
 
             ent = agg_loss(entropy_from_logits(logits), mask, cfg.loss_agg_mode, **cfg.global_batch_info)
             loss = loss - bc.entropy_coef * ent

@@ -14,7 +14,7 @@ os.environ.setdefault("RAY_DISABLE_IMPORT_WARNING", "1")
 
 @pytest.fixture(scope="session")
 def tokenizer():
-    from skyrl_core.models import load_tokenizer
+    from skyrl_core.default_plugins.engines.models import load_tokenizer
 
     return load_tokenizer("smollm2-135m-instruct")
 

@@ -114,7 +114,7 @@ def test_verl_grpo_std_uses_unbiased_std(rollouts):
 
 def _tensors(rollouts, batch):
     """Current-policy logprobs (with grad) of each datum's response tokens under the rollout model."""
-    from skyrl_core.default_plugins.backends.local import LocalBackend
+    from skyrl_core.default_plugins.trainer.local import LocalBackend
 
     _, model = rollouts
     # LocalBackend's collation and logprob code, on the very module the engine sampled from
@@ -130,7 +130,7 @@ def _tensors(rollouts, batch):
 def test_verl_policy_loss_equals_local(rollouts, shift, tis_cap):
     """Old logprobs = the sampler's, optionally shifted token-wise (+/- ``shift``) so ratios leave the clip range
     on both sides (but stay below VeRL's dual-clip bound 3); TIS caps the sampler/trainer ratio."""
-    from skyrl_core.trainer.losses import policy_loss
+    from skyrl_core.default_plugins.trainer.losses import policy_loss
     from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_weights
 
     batch = _batch(rollouts)
@@ -166,7 +166,7 @@ def test_verl_backend_step_equals_local_step(rollouts):
     """One full optimiser step: backend ``verl`` and backend ``local`` from the same weights on the same batch
     give the same loss and the same new weights."""
     from skyrl_core.config import config_from_dict
-    from skyrl_core.default_plugins.backends.local import LocalBackend
+    from skyrl_core.default_plugins.trainer.local import LocalBackend
     from skyrl_verl.backend import VerlBackend
 
     from skyrl_core.transitions import TrainingBatch

@@ -1,6 +1,7 @@
 """Built-in dispatchers, one module each over the shared base in :mod:`skyrl_core.dispatchers`: ``async_batch`` and
-``async_batch_bounded`` (``batch.py``), ``async_pipeline`` (``pipeline.py``), ``priority`` (``priority.py``); and
-the ``skyrl bench`` command (``skyrl bench dispatch``), which benchmarks any registered dispatcher."""
+``async_batch_bounded`` (``batch.py``), ``async_pipeline`` (``pipeline.py``), ``priority`` (``priority.py``), the
+pipeline's per-instance stage-cost memory (``stage_costs.py``, its ``session_memory``); and the ``skyrl bench``
+command (``skyrl bench dispatch``), which benchmarks any registered dispatcher."""
 
 from __future__ import annotations
 

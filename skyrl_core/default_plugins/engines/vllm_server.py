@@ -85,7 +85,7 @@ class VLLMServer:
     """A vLLM server subprocess on this machine; a context manager that always stops it.
 
     Args:
-        model: bundled model name or local HF directory (converted once by ``skyrl_core.models``).
+        model: bundled model name or local HF directory (converted once by ``skyrl_core.default_plugins.engines.models``).
         python: interpreter of a venv with vLLM (default: this one; ``scripts/vllm-env`` prints one).
         host: address to bind; keep it loopback (dev-mode routes run worker methods).
         port: TCP port; 0 picks a free one.
@@ -104,7 +104,7 @@ class VLLMServer:
                  port: int = 0, served_name: str | None = None, max_batch: int = 16, dtype: str = "float32",
                  max_model_len: int = 2048, kv_cache_gib: float = 1, log_path: str | os.PathLike | None = None,
                  extra_args: tuple[str, ...] = ()) -> None:
-        from skyrl_core.models import resolve_model
+        from skyrl_core.default_plugins.engines.models import resolve_model
 
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ConfigError(f"vllm server host {host!r}: bind loopback only (127.0.0.1, localhost or ::1); its "

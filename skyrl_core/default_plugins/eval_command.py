@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ..hookspecs import hookimpl
+from skyrl_core.hookspecs import hookimpl
 
 
 def default_output_dir(root: str = "runs", prefix: str = "eval") -> str:
@@ -60,8 +60,8 @@ def register_commands(register):
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                    TimeRemainingColumn)
 
-        from ..config import load_config
-        from ..evaluate import run_eval, run_problems
+        from skyrl_core.config import load_config
+        from skyrl_core.evaluate import run_eval, run_problems
 
         console = Console()
         cfg = load_config(config, list(overrides or []), command="eval")
@@ -71,7 +71,7 @@ def register_commands(register):
         if not console.is_terminal:  # rich's live bar shows nothing in a pipe: a line every interval instead
             import os
 
-            from ..trainer.cli import PROGRESS_INTERVAL_S, PipeProgress
+            from skyrl_core.default_plugins.trainer.train_command import PROGRESS_INTERVAL_S, PipeProgress
 
             piped = PipeProgress(Console(stderr=True), float(os.environ.get("SKYRL_PROGRESS_INTERVAL_S",
                                                                             PROGRESS_INTERVAL_S))).start()

@@ -1,7 +1,11 @@
-"""Built-in training backend ``local``, the RL pieces it swaps by name — advantage estimators (``rloo``, ``grpo``,
-``none``), policy losses (``ppo_clip``, ``gspo``, ``reinforce``), metric loggers (``jsonl``, ``tensorboard``,
-``wandb``) — and the ``skyrl train`` command. Imports stay light: torch loads only when a backend is built, a loss
-is first called or the command runs."""
+"""The built-in local trainer: training backend ``local`` (``local.py``, with its memory accounting in
+``memory.py``), the RL pieces a run swaps by name — advantage estimators (``rloo``, ``grpo``, ``none``; the math
+is the core's :mod:`skyrl_core.advantages`, which builds the training batch with it), policy losses
+(``ppo_clip``, ``gspo``, ``reinforce``: ``losses.py``), metric loggers (``jsonl``, ``tensorboard``, ``wandb``:
+``metrics.py``; ``plot``: ``plots.py``) — and the ``skyrl train`` command with its console
+(``train_command.py``). The core's :mod:`skyrl_core.training` runs the loop and reaches all of these through the
+registry. Imports stay light: torch loads only when a backend is built, a loss is first called or the command
+runs."""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from skyrl_core import hookimpl
 
 
 def local_backend(config, engine=None):
-    """Build the local torch trainer (:class:`skyrl_core.default_plugins.backends.local.LocalBackend`)."""
+    """Build the local torch trainer (:class:`skyrl_core.default_plugins.trainer.local.LocalBackend`)."""
     from .local import LocalBackend
 
     return LocalBackend(config, engine)
@@ -23,21 +27,20 @@ def register_backends(register):
     register(local_backend, name="local")
 
 
-
 class _PolicyLoss:
-    """A built-in policy loss of :mod:`skyrl_core.trainer.losses`, imported (with torch) on first call."""
+    """A built-in policy loss of :mod:`.losses`, imported (with torch) on first call."""
 
     def __init__(self, name: str) -> None:
         self.name = name
 
     def __call__(self, *args, **kwargs):
-        from skyrl_core.trainer.losses import POLICY_LOSSES
+        from .losses import POLICY_LOSSES
 
         return POLICY_LOSSES[self.name](*args, **kwargs)
 
     @property
     def __doc__(self) -> str:  # what `skyrl plugins` and help() show: the loss's own docstring
-        from skyrl_core.trainer.losses import POLICY_LOSSES
+        from .losses import POLICY_LOSSES
 
         return POLICY_LOSSES[self.name].__doc__ or ""
 
@@ -58,14 +61,15 @@ def register_policy_losses(register):
 
 @hookimpl(trylast=True)
 def register_loggers(register):
-    from skyrl_core.trainer.metrics import BUILTIN_LOGGERS
+    from .metrics import BUILTIN_LOGGERS
+    from .plots import PlotLogger
 
-    for name, factory in BUILTIN_LOGGERS.items():
+    for name, factory in {**BUILTIN_LOGGERS, "plot": PlotLogger}.items():
         register(factory, name=name)
 
 
 @hookimpl(trylast=True)
 def register_commands(register):
-    from skyrl_core.trainer.cli import train_app
+    from .train_command import train_app
 
     register(train_app, name="train")

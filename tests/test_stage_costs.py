@@ -11,7 +11,7 @@ import pytest
 
 from skyrl_core import hookimpl
 from skyrl_core.config import Config, DispatcherConfig, TaskConfig
-from skyrl_core.costs import StageCostMemory, instance_key, supplied_cost
+from skyrl_core.default_plugins.dispatchers.stage_costs import StageCostMemory, instance_key, supplied_cost
 from skyrl_core.errors import SkyrlError
 from skyrl_core.tasks import DataSpec, Instance, Task, VerifierResult
 from skyrl_core.transitions import ERROR_RUN, MAX_TOKENS, TIMEOUT, Trajectory
@@ -176,7 +176,8 @@ async def test_second_rollout_orders_by_remembered_costs(plugins, tiny_engine):
     assert INIT_ORDER[:2] == ["quick", "medium"] and Counter(INIT_ORDER) == {iid: 2 for iid in DELAYS}
     assert {t.finish_reason for t in first} == {"max_tokens"}  # 2 tokens of a random model: a limit, recorded
     assert metrics["priority_from_unset"] == 6 and metrics["costs_recorded"] == 6
-    mem = session.cost_memory
+    mem = session.dispatch_memory  # the priority dispatcher's session memory
+    assert isinstance(mem, StageCostMemory)
     for iid in DELAYS:
         mine = [t for t in first if t.instance_id == iid]
         assert mem.count(keys[iid]) == 2
@@ -204,26 +205,36 @@ async def test_second_rollout_orders_by_remembered_costs(plugins, tiny_engine):
     assert mem.count(keys["slow"]) == 3  # the second rollout was recorded too
 
 
-async def test_remember_costs_off_leaves_priorities_alone(plugins, tiny_engine):
+@pytest.mark.parametrize("dispatcher", [DispatcherConfig(type="priority", max_parallel_agents=4, remember_costs=False),
+                                        DispatcherConfig(type="async_batch_bounded", max_parallel_agents=4)])
+async def test_no_session_memory_leaves_priorities_alone(plugins, tiny_engine, dispatcher):
+    """``remember_costs: false``, or a dispatcher that never reads a priority (the batch ones): no memory."""
     from skyrl_core.rollout import RolloutSession
 
     plugins.register_plugin(CostPlugin(), "cost-plugin")
-    cfg = session_config(DispatcherConfig(type="async_batch_bounded", max_parallel_agents=4,
-                                          remember_costs=False))
-    session = await RolloutSession.create(cfg, engine=tiny_engine, registry=plugins.registry)
+    session = await RolloutSession.create(session_config(dispatcher), engine=tiny_engine, registry=plugins.registry)
     items = session.load_instances("train")
     for _ in range(2):
         trajs, metrics = await session.rollout(items, n_samples=1)
         assert all("priority" not in t.metrics for t in trajs)
         assert "costs_recorded" not in metrics
-    assert len(session.cost_memory) == 0
+    assert session.dispatch_memory is None
+
+
+def test_the_pipeline_dispatchers_offer_the_memory_and_the_core_does_not_build_it():
+    from skyrl_core.default_plugins.dispatchers import BUILTIN_DISPATCHERS
+
+    offered = {name: type(cls.session_memory(DispatcherConfig())).__name__ for name, cls in BUILTIN_DISPATCHERS.items()}
+    assert offered == {"async_batch": "NoneType", "async_batch_bounded": "NoneType",
+                       "async_pipeline": "StageCostMemory", "priority": "StageCostMemory"}
+    assert BUILTIN_DISPATCHERS["priority"].session_memory(DispatcherConfig(remember_costs=False)) is None
 
 
 def test_checkpoint_state_carries_the_memory(tmp_path):
     """TrainRun.checkpoint writes the session's memory into state.json; a resume loads it back, and a checkpoint
     written before the memory existed loads as an empty memory."""
-    from skyrl_core.trainer.checkpoint import load_checkpoint, save_checkpoint
-    from skyrl_core.trainer.loop import TrainRun
+    from skyrl_core.checkpoint import load_checkpoint, save_checkpoint
+    from skyrl_core.training import TrainRun
 
     class Backend:
         def save(self, directory):
@@ -234,19 +245,19 @@ def test_checkpoint_state_carries_the_memory(tmp_path):
 
     class Session:
         def __init__(self):
-            self.cost_memory = StageCostMemory()
+            self.dispatch_memory = StageCostMemory()
 
     run = TrainRun(Config(), tmp_path)
     run.backend, run.session, run.step, run._cursor_done = Backend(), Session(), 3, 6
-    run.session.cost_memory.record("gsm8k:1#00", {"init": 3.0, "run": 9.0, "eval": 1.0})
+    run.session.dispatch_memory.record("gsm8k:1#00", {"init": 3.0, "run": 9.0, "eval": 1.0})
     path = run.checkpoint()
     state = load_checkpoint(path, Backend())
     assert state["cursor"] == 6 and state["step"] == 3
     resumed = TrainRun(Config(), tmp_path, resume=True)
     resumed.session = Session()
-    resumed._restore_cost_memory(state)
-    restored = resumed.session.cost_memory
+    resumed._restore_dispatch_memory(state)
+    restored = resumed.session.dispatch_memory
     assert restored.expected("gsm8k:1#00") == pytest.approx(13.0) and restored.count("gsm8k:1#00") == 1
     old = save_checkpoint(tmp_path / "old", 1, Backend(), {"cursor": 2})
-    resumed._restore_cost_memory(load_checkpoint(old, Backend()))
-    assert len(resumed.session.cost_memory) == 0 and resumed.session.cost_memory.mean_expected() is None
+    resumed._restore_dispatch_memory(load_checkpoint(old, Backend()))
+    assert len(resumed.session.dispatch_memory) == 0 and resumed.session.dispatch_memory.mean_expected() is None

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..errors import SkyrlError
+from .errors import SkyrlError
 
 log = logging.getLogger(__name__)
 

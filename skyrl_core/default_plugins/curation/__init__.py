@@ -1,10 +1,11 @@
-"""``skyrl curate CONFIG``: difficulty curation (the logic lives in :mod:`skyrl_core.curate`)."""
+"""Built-in difficulty curation: the ``skyrl curate CONFIG`` command (here) over the bucketing and selection of
+:mod:`.curate`."""
 
 from __future__ import annotations
 
 from typing import Optional
 
-from ..hookspecs import hookimpl
+from skyrl_core.hookspecs import hookimpl
 
 
 def _table(title: str, counts: dict[str, dict[str, int]]):
@@ -44,9 +45,10 @@ def register_commands(register):
 
         from rich.console import Console
 
-        from ..config import load_config
-        from ..curate import bucket_table, parse_mix, read_trajectories, select, successes_from_trajectories, write_dataset
-        from ..errors import ConfigError
+        from skyrl_core.config import load_config
+        from .curate import (bucket_table, parse_mix, read_trajectories, select, successes_from_trajectories,
+                             write_dataset)
+        from skyrl_core.errors import ConfigError
 
         console = Console()
         shares = parse_mix(mix)
@@ -57,7 +59,7 @@ def register_commands(register):
         cfg = load_config(config, list(overrides or []))
 
         async def roll() -> tuple[dict, list[dict]]:
-            from ..rollout import RolloutSession
+            from skyrl_core.rollout import RolloutSession
 
             session = await RolloutSession.create(cfg)
             try:
@@ -70,7 +72,7 @@ def register_commands(register):
                 await session.close()
 
         if from_eval:  # the instances only: no engine is loaded
-            from ..plugins import get_registry
+            from skyrl_core.plugins import get_registry
 
             registry = get_registry()
             instances = {}

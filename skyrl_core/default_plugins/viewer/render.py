@@ -11,8 +11,8 @@ import html
 from pathlib import Path
 from typing import Any, Sequence
 
-from .multimodal import images_html, images_markdown
-from .transitions import Trajectory
+from skyrl_core.multimodal import images_html, images_markdown
+from skyrl_core.transitions import Trajectory
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:70em;color:#222}

@@ -1,11 +1,14 @@
-"""The end-of-run figure: reward, eval pass@1, mean turns and tool calls per step, from metrics.jsonl."""
+"""The end-of-run figure: reward, eval pass@1, mean turns and tool calls per step, from metrics.jsonl; the logger
+``plot`` draws it when the run closes."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
-from ..errors import require
+from skyrl_core.errors import require
+
+from .metrics import read_jsonl
 
 
 def task_names(records: Sequence[dict]) -> list[str]:
@@ -58,3 +61,27 @@ def plot_run(records: Sequence[dict], path: str | Path, title: str = "skyrl trai
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+class PlotLogger:
+    """Logger ``plot``: when the run closes (finished, failed or interrupted), draws :func:`plot_run` of the run's
+    ``<output>/metrics.jsonl`` (every step, a resumed run's earlier ones included) into ``<output>/training.png``;
+    nothing when the file holds no record. Raises MissingExtraError without matplotlib when built, so a run
+    without it stops before its first rollout rather than after its last step."""
+
+    name = "plot"
+
+    def __init__(self, output: Path, config: Any = None) -> None:
+        require("matplotlib", "train", "the training plot")
+        self.output = Path(output)
+        self.title = "skyrl train"
+        if config is not None and getattr(config, "tasks", None):
+            self.title = f"skyrl train: {', '.join(t.name for t in config.tasks)} / {config.model}"
+
+    def log(self, record: dict[str, Any]) -> None:
+        pass  # drawn from metrics.jsonl at close
+
+    def close(self) -> None:
+        records = read_jsonl(self.output / "metrics.jsonl")
+        if records:
+            plot_run(records, self.output / "training.png", title=self.title)

@@ -1,5 +1,6 @@
-"""``skyrl train CONFIG [overrides] [--output DIR] [--resume]`` — registered through ``register_commands``.
-Imports only typer/rich at module level; torch loads when the command runs."""
+"""``skyrl train CONFIG [overrides] [--output DIR] [--resume]`` and its console (step lines, the progress bar,
+:class:`PipeProgress` for piped output) — registered through ``register_commands``; the loop itself is the core's
+:class:`skyrl_core.training.TrainRun`. Imports only typer/rich at module level; torch loads when the command runs."""
 
 from __future__ import annotations
 
@@ -94,7 +95,7 @@ def default_output(config_path: str) -> Path:
 def backend_launcher(cfg):
     """The ``launch(config, *, output, resume)`` attribute of the configured backend's factory, or None. A
     backend whose trainer owns the loop (rollouts included) has one; ``skyrl train`` then hands it the run."""
-    from ..plugins import get_registry
+    from skyrl_core.plugins import get_registry
 
     return getattr(get_registry().get("backends", cfg.backend.type), "launch", None)
 
@@ -119,8 +120,8 @@ def train_command(
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                TimeRemainingColumn)
 
-    from ..config import load_config
-    from .loop import TrainRun
+    from skyrl_core.config import load_config
+    from skyrl_core.training import TrainRun
 
     cfg = load_config(config, list(overrides or []), command="train")
     launch = backend_launcher(cfg)
@@ -196,7 +197,9 @@ def train_command(
     if first and last:
         console.print(f"eval pass@1: {first['pass@1']:.3f} (step {first['step']}) -> {last['pass@1']:.3f} "
                       f"(step {last['step']})", highlight=False, soft_wrap=True)
-    console.print(f"done: {summary['steps']} steps; metrics {out / 'metrics.jsonl'}, plot {summary['plot']}, "
+    plot = out / "training.png"  # the built-in logger ``plot`` (plots.py) drew it when the run closed
+    console.print(f"done: {summary['steps']} steps; metrics {out / 'metrics.jsonl'}, "
+                  f"plot {plot if plot.is_file() else None}, "
                   f"checkpoint {summary['checkpoint'] or '-'}", highlight=False, soft_wrap=True)
     run_steps, updated = summary.get("steps_run", 0), summary.get("steps_updated", 0)
     if run_steps and updated < run_steps:

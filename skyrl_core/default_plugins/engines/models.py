@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, MissingExtraError, require
+from skyrl_core.errors import ConfigError, MissingExtraError, require
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ def quiet_progress_bars_off_a_terminal(transformers: Any) -> None:
 def _convert_gguf(gguf: Path, target: Path) -> None:
     transformers = require("transformers", "hf", "loading the bundled GGUF model")
     require("gguf", "hf", "loading the bundled GGUF model")
-    from .notes import note
+    from skyrl_core.notes import note
 
     note("converting the bundled model %s to safetensors in %s (once, about 30 s)", gguf.name, target)
     quiet_progress_bars_off_a_terminal(transformers)

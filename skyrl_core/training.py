@@ -1,5 +1,5 @@
-"""The ``skyrl train`` loop: rollouts -> post-process -> train step -> weight sync, with eval, checkpoints,
-metrics and the final plot.
+"""The ``skyrl train`` loop: rollouts -> post-process -> train step -> weight sync, with eval, checkpoints and
+metrics (every logger through ``register_loggers``, :class:`MetricsLogger`).
 
 One step (SkyRL-Agent, arXiv 2511.16108, Sec. 3): take ``train.batch_size`` instances from the data cursor, roll
 each out ``sampling.n_samples`` times through the :class:`~skyrl_core.rollout.RolloutSession` (its dispatcher
@@ -21,6 +21,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import math
 import random
 import time
 from collections import Counter
@@ -29,15 +30,13 @@ from typing import Any, Callable, Sequence
 
 import attrs
 
-from ..backends import TrainingDivergedError, create_backend
-from ..config import Config, config_to_yaml
-from ..errors import SkyrlError
-from ..notes import note
-from ..postprocess import build_training_batch
-from ..rollout import sampling_params
+from .backends import TrainingDivergedError, create_backend
+from .config import Config, config_to_yaml
+from .errors import SkyrlError
+from .notes import note
+from .postprocess import build_training_batch
+from .rollout import sampling_params
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
-from .memory import current_rss_mb, peak_rss_mb, release_freed_memory
-from .metrics import MetricsLogger
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +50,7 @@ def data_fingerprint(config: Config, train_items: Sequence[tuple[Any, Any]]) -> 
     order, so an edited data file counts too). A checkpoint stores it; ``--resume`` compares it with the
     resumed config's (see :func:`fingerprint_changes`). ``train.batch_size`` is not in it: the cursor counts
     instances, so a new batch size neither repeats nor skips any."""
-    from ..rollout import instance_content
+    from .rollout import instance_content
 
     fp: dict[str, Any] = {"train.seed": config.train.seed, "tasks": [tc.name for tc in config.tasks]}
     for i, tc in enumerate(config.tasks):
@@ -184,6 +183,91 @@ def no_data_reason(trajectories: Sequence[Any], batch: Any) -> str:
     return "no datum had a generated token"
 
 
+#: The loggers every run writes to, before those the config turns on: ``jsonl`` (metrics.jsonl, the run's record,
+#: which ``--resume`` truncates) and ``plot`` (training.png at the end). The built-in trainer plugin registers them
+#: (``register_loggers``); a plugin that registers one of these names replaces it.
+RUN_LOGGERS = ("jsonl", "plot")
+
+
+def logger_names(logging_config: Any) -> list[str]:
+    """The loggers a run writes to, in order: :data:`RUN_LOGGERS`, ``tensorboard`` / ``wandb`` when their flag is
+    on, then ``logging.loggers`` (duplicates dropped)."""
+    names = list(RUN_LOGGERS)
+    if logging_config.tensorboard:
+        names.append("tensorboard")
+    if logging_config.wandb:
+        names.append("wandb")
+    for name in getattr(logging_config, "loggers", []) or []:
+        if name not in names:
+            names.append(name)
+    return names
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else str(value)
+    return value
+
+
+class MetricsLogger:
+    """Every logger of a run (:func:`logger_names`), each built through the registry (``register_loggers``).
+
+    ``MetricsLogger(output, logging_config, run_config=None, registry=None)``: each factory is called
+    ``(output, run_config)`` (``run_config``: the run's Config or None) and returns an object with ``log(record)``
+    and ``close()``. A logger that also has ``truncate_after(step) -> records`` keeps the run's record (the
+    built-in ``jsonl``): :meth:`truncate_after` keeps only its records of steps up to ``step`` (a resumed run holds
+    each step once) and returns them, and its failing ``log`` stops the run. Any other logger that raises in
+    ``log`` is reported once and dropped (the run goes on). Records reach the loggers with non-finite floats as
+    null / ``"inf"``. Raises UnknownComponentError for a logger name nobody registered, and whatever a factory
+    raises (MissingExtraError when TensorBoard or W&B is enabled but not installed).
+    """
+
+    def __init__(self, output: Path, config: Any, run_config: Any = None, registry: Any = None) -> None:
+        if registry is None:
+            from .plugins import get_registry
+
+            registry = get_registry()
+        self.config = config
+        self.sinks: dict[str, Any] = {}
+        try:
+            for name in logger_names(config):
+                self.sinks[name] = registry.get("loggers", name)(Path(output), run_config)
+        except BaseException:
+            self.close()
+            raise
+
+    def truncate_after(self, step: int) -> list[dict]:
+        """Keep only records with ``step`` <= ``step`` in every logger that keeps the run's record; return the
+        first one's (``[]`` when none keeps one)."""
+        kept: list[dict] | None = None
+        for sink in self.sinks.values():
+            truncate = getattr(sink, "truncate_after", None)
+            if truncate is not None:
+                records = truncate(step)
+                kept = records if kept is None else kept
+        return kept or []
+
+    def log(self, record: dict[str, Any]) -> None:
+        record = {k: _clean(v) for k, v in record.items()}
+        for name, sink in list(self.sinks.items()):
+            try:
+                sink.log(record)
+            except Exception as exc:
+                if hasattr(sink, "truncate_after"):  # the run's record: a resume depends on it
+                    raise
+                log.warning("logger '%s' failed (%s: %s): dropped for the rest of the run", name,
+                            type(exc).__name__, exc)
+                del self.sinks[name]
+
+    def close(self) -> None:
+        for name, sink in self.sinks.items():
+            try:
+                sink.close()
+            except Exception as exc:
+                log.warning("logger '%s' failed to close: %s: %s", name, type(exc).__name__, exc)
+        self.sinks = {}
+
+
 def _raise_if_cancelled() -> None:
     """Re-raise a Ctrl-C that a rollout absorbed (a dispatcher that turns cancellation into "cancelled"
     trajectories must not make the loop train on them)."""
@@ -238,12 +322,12 @@ class TrainRun:
                              f"continue it or --output DIR for a new run")
         self.output.mkdir(parents=True, exist_ok=True)
         if self.session_factory is None:
-            from ..rollout import RolloutSession
+            from .rollout import RolloutSession
 
             self.session = await RolloutSession.create(self.config)
         else:
             self.session = await self.session_factory(self.config)
-        from ..scripted import refuse_scripted_policy
+        from .scripted import refuse_scripted_policy
 
         refuse_scripted_policy(self.session.engine)  # a benchmark fixture ignores weight updates: nothing to train
         # a misspelled estimator fails now, naming the registered ones, not after the first rollout
@@ -257,14 +341,15 @@ class TrainRun:
         if self.resume:
             self._check_fingerprint(existing)
         (self.output / "config.yaml").write_text(config_to_yaml(self.config))
-        self.logger = MetricsLogger(self.output, self.config.logging, self.config)
+        self.logger = MetricsLogger(self.output, self.config.logging, self.config,
+                                    registry=getattr(self.session, "registry", None))
         if self.resume:
             state = load_checkpoint(existing, self.backend)
             self.step = int(state["step"])
             position = int(state["cursor"])
             self._saved_step = self.step
             self.records = self.logger.truncate_after(self.step)
-            self._restore_cost_memory(state)
+            self._restore_dispatch_memory(state)
             await self.backend.sync_weights(self.session.engine)
             log.warning("resumed from %s at step %d", existing, self.step)
         else:
@@ -316,7 +401,6 @@ class TrainRun:
         _raise_if_cancelled()
         t_rollout = time.perf_counter() - t0
         self._dump_trajectories(f"step-{step:06d}", trajectories)
-        release_freed_memory()  # the rollouts' KV caches, freed in the engine's arena (see trainer/memory.py)
         batch = build_training_batch(trajectories, cfg.backend.advantage, cfg.backend.std_normalize)
         trainable = trainable_data(batch)
         t1 = time.perf_counter()
@@ -343,7 +427,7 @@ class TrainRun:
         self.steps_run += 1
         self.steps_updated += updated
         record.update(rollout_s=t_rollout, train_s=t_train, step_s=time.perf_counter() - t0,
-                      peak_rss_mb=peak_rss_mb(), rss_mb=current_rss_mb(), bad_steps=self.backend.bad_steps)
+                      bad_steps=self.backend.bad_steps)
         self._log(record)
         if self.backend.bad_steps >= cfg.train.max_bad_steps:
             raise TrainingDivergedError(
@@ -366,7 +450,6 @@ class TrainRun:
                                                      keep=("temperature",))
         _raise_if_cancelled()
         self._dump_trajectories(f"eval-{self.step:06d}", trajectories)
-        release_freed_memory()
         summary = trajectory_summary(trajectories)
         record = {"kind": "eval", "step": self.step, "n": len(trajectories),
                   "pass@1": summary.get("pass_rate", 0.0), **summary, "eval_s": time.perf_counter() - t0}
@@ -403,12 +486,13 @@ class TrainRun:
             for t in trajectories:
                 f.write(json.dumps(t.to_json(), default=str) + "\n")
 
-    def _restore_cost_memory(self, state: dict[str, Any]) -> None:
-        """Load the session's stage-cost memory (skyrl_core/costs.py) from a checkpoint's state; a checkpoint
-        from before the memory existed has none, and the memory starts empty."""
-        memory = getattr(self.session, "cost_memory", None)
+    def _restore_dispatch_memory(self, state: dict[str, Any]) -> None:
+        """Load the session's dispatch memory (what its dispatcher keeps across rollouts, e.g. the built-in
+        pipeline's stage costs: :meth:`skyrl_core.dispatchers.Dispatcher.session_memory`) from a checkpoint's
+        state; a checkpoint without one (or a dispatcher that keeps none) leaves the memory empty."""
+        memory = getattr(self.session, "dispatch_memory", None)
         if memory is not None:
-            memory.load_state(state.get("stage_costs"))
+            memory.load_state(state.get("dispatch_memory"))
 
     def checkpoint(self) -> Path | None:
         if self.step == self._saved_step:
@@ -416,9 +500,9 @@ class TrainRun:
         state: dict[str, Any] = {"cursor": self._cursor_done, "config": self.config.to_dict()}
         if self.fingerprint is not None:  # set by _setup from the loaded train instances
             state["data_fingerprint"] = self.fingerprint
-        memory = getattr(self.session, "cost_memory", None)
-        if memory is not None:  # the instances' measured stage seconds, so a resumed run keeps its priorities
-            state["stage_costs"] = memory.to_state()
+        memory = getattr(self.session, "dispatch_memory", None)
+        if memory is not None:  # e.g. the instances' measured stage seconds, so a resumed run keeps its priorities
+            state["dispatch_memory"] = memory.to_state()
         path = save_checkpoint(self.ckpt_root, self.step, self.backend, state,
                                keep=self.config.train.keep_checkpoints)
         self._saved_step = self.step
@@ -460,21 +544,12 @@ class TrainRun:
 
     def summary(self) -> dict[str, Any]:
         evals = [r for r in self.records if r.get("kind") == "eval"]
-        plot = self.plot()
         reasons = Counter(r["no_update"] for r in self.records if r.get("kind") == "train" and r.get("no_update"))
         return {"steps": self.step, "steps_run": self.steps_run, "steps_updated": self.steps_updated,
                 "no_update_reasons": dict(reasons.most_common()),
-                "output": str(self.output), "plot": str(plot) if plot else None,
+                "output": str(self.output),
                 "eval_first": evals[0] if evals else None, "eval_last": evals[-1] if evals else None,
                 "checkpoint": str(latest_checkpoint(self.ckpt_root) or "")}
-
-    def plot(self) -> Path | None:
-        if not self.records:
-            return None
-        from .plots import plot_run
-
-        return plot_run(self.records, self.output / "training.png",
-                        title=f"skyrl train: {', '.join(t.name for t in self.config.tasks)} / {self.config.model}")
 
     async def _close(self) -> None:
         if self.logger is not None:

@@ -17,8 +17,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable
 
-from .errors import ConfigError
-from .evaluate import SUCCESS_REWARD
+from skyrl_core.errors import ConfigError
+from skyrl_core.evaluate import SUCCESS_REWARD
 
 BANDS = ("impossible", "hard", "medium", "easy")
 DEFAULT_MIX = {"impossible": 0.25, "hard": 0.30, "medium": 0.30, "easy": 0.15}

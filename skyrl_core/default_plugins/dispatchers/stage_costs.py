@@ -6,8 +6,9 @@ In a training run the same instances come back every epoch, and the samples of o
 a test suite and a task, so the measured seconds of an instance's last trajectories are a good estimate of the
 next ones. :class:`StageCostMemory` keeps, per instance key, the running mean of the init, run and eval seconds
 of its finished trajectories (``trajectory.timing``) and a count; :meth:`StageCostMemory.assign` turns it into
-priorities. :class:`~skyrl_core.rollout.RolloutSession` owns one (``dispatcher.remember_costs``) and the trainer's
-checkpoints save it, so a resumed run keeps what it learned.
+priorities. It is the pipeline dispatchers' session memory (:meth:`skyrl_core.dispatchers.Dispatcher.session_memory`,
+``dispatcher.remember_costs``): a :class:`~skyrl_core.rollout.RolloutSession` keeps one across its rollouts and the
+trainer's checkpoints save it, so a resumed run keeps what it learned.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import json
 import math
 from typing import Any, Mapping, Sequence
 
-from .errors import SkyrlError
-from .transitions import CANCELLED, ERROR_EVAL, ERROR_INIT, ERROR_RUN, TIMEOUT
+from skyrl_core.errors import SkyrlError
+from skyrl_core.transitions import CANCELLED, ERROR_EVAL, ERROR_INIT, ERROR_RUN, TIMEOUT
 
 STAGES = ("init", "run", "eval")
 
@@ -143,6 +144,35 @@ class StageCostMemory:
             traj.metrics["priority"] = float(value)
             counts[source] += 1
         return counts
+
+    # -- the session's dispatch memory (skyrl_core.dispatchers.DispatchMemory) -------------------------------
+    @staticmethod
+    def _keys(owners: Sequence[tuple[str, Any]]) -> tuple[list[str], dict[str, float]]:
+        """The key of each ``(task, instance)`` and the supplied costs by key (each instance's data hashed once)."""
+        keys: list[str] = []
+        supplied: dict[str, float] = {}
+        seen: dict[int, str] = {}
+        for task, instance in owners:
+            key = seen.get(id(instance))
+            if key is None:
+                key = seen[id(instance)] = instance_key(task, instance)
+                cost = supplied_cost(instance)
+                if cost is not None:
+                    supplied[key] = cost
+            keys.append(key)
+        return keys, supplied
+
+    def before_dispatch(self, trajectories: Sequence[Any], owners: Sequence[tuple[str, Any]]) -> dict[str, int]:
+        """Set the trajectories' priorities (:meth:`assign`); returns ``priority_from_<source>`` counts. Raises
+        SkyrlError naming an instance whose ``data["expected_cost_s"]`` is not a number of seconds >= 0."""
+        keys, supplied = self._keys(owners)
+        return {f"priority_from_{source}": n for source, n in self.assign(trajectories, keys, supplied).items()}
+
+    def after_dispatch(self, trajectories: Sequence[Any], owners: Sequence[tuple[str, Any]]) -> dict[str, int]:
+        """Record the finished trajectories (:meth:`record_trajectories`); returns ``costs_recorded`` and
+        ``costs_remembered_instances``."""
+        recorded = self.record_trajectories(trajectories, self._keys(owners)[0])
+        return {"costs_recorded": recorded, "costs_remembered_instances": len(self)}
 
     # -- persistence (the trainer's checkpoint state.json) --------------------------------------------------
     def to_state(self) -> dict[str, Any]:

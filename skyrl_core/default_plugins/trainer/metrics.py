@@ -1,4 +1,6 @@
-"""Metrics sinks for a training run: a jsonl file always, TensorBoard and Weights & Biases when enabled.
+"""The built-in loggers of a training run (``register_loggers``): ``jsonl`` (metrics.jsonl, always), ``tensorboard``
+and ``wandb`` (when enabled); ``plot`` is in :mod:`.plots`. :class:`skyrl_core.training.MetricsLogger` fans each
+record out to them.
 
 Each record is a flat dict with ``kind`` (``train`` | ``eval``) and ``step``; numeric values go to TensorBoard /
 W&B under their key (``train/reward_mean``, ``eval/pass@1``, ...).
@@ -8,11 +10,10 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from pathlib import Path
 from typing import Any
 
-from ..errors import require
+from skyrl_core.errors import require
 
 log = logging.getLogger(__name__)
 
@@ -29,12 +30,6 @@ def read_jsonl(path: str | Path) -> list[dict]:
         except json.JSONDecodeError:
             continue
     return out
-
-
-def _clean(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None if math.isnan(value) else str(value)
-    return value
 
 
 def numeric_scalars(record: dict[str, Any]) -> tuple[int, dict[str, float]]:
@@ -112,65 +107,3 @@ class WandbLogger:
 
 
 BUILTIN_LOGGERS = {"jsonl": JsonlLogger, "tensorboard": TensorBoardLogger, "wandb": WandbLogger}
-
-
-def logger_names(logging_config: Any) -> list[str]:
-    """The loggers a run writes to, in order: ``jsonl`` always, ``tensorboard`` / ``wandb`` when their flag is
-    on, then ``logging.loggers`` (duplicates dropped)."""
-    names = ["jsonl"]
-    if logging_config.tensorboard:
-        names.append("tensorboard")
-    if logging_config.wandb:
-        names.append("wandb")
-    for name in getattr(logging_config, "loggers", []) or []:
-        if name not in names:
-            names.append(name)
-    return names
-
-
-class MetricsLogger:
-    """Every logger of a run (:func:`logger_names`), built through the registry (``register_loggers``).
-
-    ``MetricsLogger(output, logging_config, run_config=None)``: ``run_config`` is the run's Config (or None);
-    each factory is called ``(output, run_config)``. ``truncate_after(step)`` applies to the jsonl file. A logger
-    that raises in ``log`` is reported once and dropped (the run goes on; metrics.jsonl stays complete).
-    Raises MissingExtraError when TensorBoard or W&B is enabled but not installed, UnknownComponentError for a
-    logger name nobody registered.
-    """
-
-    def __init__(self, output: Path, config: Any, run_config: Any = None) -> None:
-        self.path = Path(output) / "metrics.jsonl"
-        self.config = config
-        self.jsonl = JsonlLogger(output)
-        self.sinks: dict[str, Any] = {"jsonl": self.jsonl}
-        for name in logger_names(config)[1:]:
-            factory = BUILTIN_LOGGERS.get(name)
-            if factory is None:
-                from ..plugins import get_registry
-
-                factory = get_registry().get("loggers", name)
-            self.sinks[name] = factory(Path(output), run_config)
-
-    def truncate_after(self, step: int) -> list[dict]:
-        """Keep only records with ``step`` <= ``step``; return them."""
-        return self.jsonl.truncate_after(step)
-
-    def log(self, record: dict[str, Any]) -> None:
-        record = {k: _clean(v) for k, v in record.items()}
-        for name, sink in list(self.sinks.items()):
-            try:
-                sink.log(record)
-            except Exception as exc:
-                if sink is self.jsonl:
-                    raise
-                log.warning("logger '%s' failed (%s: %s): dropped for the rest of the run", name,
-                            type(exc).__name__, exc)
-                del self.sinks[name]
-
-    def close(self) -> None:
-        for name, sink in self.sinks.items():
-            try:
-                sink.close()
-            except Exception as exc:
-                log.warning("logger '%s' failed to close: %s: %s", name, type(exc).__name__, exc)
-        self.sinks = {}

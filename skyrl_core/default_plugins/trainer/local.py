@@ -6,7 +6,7 @@ pushes weights through ``engine.update_weights`` after each step.
 
 One :meth:`LocalBackend.train_step` = ``backend.mini_batches`` optimizer steps (AdamW, gradient clipping to
 ``backend.max_grad_norm``), each accumulating gradients over micro-batches of at most
-``backend.micro_batch_tokens`` padded tokens. The loss is :func:`~skyrl_core.trainer.losses.policy_loss`
+``backend.micro_batch_tokens`` padded tokens. The loss is :func:`~.losses.policy_loss`
 (token-mean over the mini-batch's generated tokens) plus optional KL and entropy terms.
 """
 
@@ -29,14 +29,14 @@ import torch
 from skyrl_core.backends import Backend
 from skyrl_core.errors import ConfigError, SkyrlError
 from skyrl_core.transitions import Datum, TrainingBatch
-from skyrl_core.trainer.losses import entropy_from_logits, kl_penalty, masked_mean
-from skyrl_core.trainer.memory import release_freed_memory
+from skyrl_core.default_plugins.trainer.losses import entropy_from_logits, kl_penalty, masked_mean
+from skyrl_core.default_plugins.trainer.memory import current_rss_mb, peak_rss_mb, release_freed_memory
 
 log = logging.getLogger(__name__)
 
 
 def resolve_policy_loss(name: str) -> Any:
-    """The policy loss ``backend.policy_loss`` names: a built-in of :data:`~skyrl_core.trainer.losses.POLICY_LOSSES`
+    """The policy loss ``backend.policy_loss`` names: a built-in of :data:`~.losses.POLICY_LOSSES`
     or one a plugin registered through ``register_policy_losses``. Raises UnknownComponentError listing the
     registered ones."""
     from skyrl_core.plugins import get_registry
@@ -82,7 +82,7 @@ class LocalBackend(Backend):
         if shared:
             self.model = engine.model
         else:
-            from skyrl_core.models import load_causal_lm
+            from skyrl_core.default_plugins.engines.models import load_causal_lm
 
             device = "cuda" if torch.cuda.is_available() else "cpu"
             self.model = load_causal_lm(config.model, device=device, dtype="float32")
@@ -225,10 +225,17 @@ class LocalBackend(Backend):
     async def train_step(self, batch: TrainingBatch) -> dict[str, float]:
         """One training step on ``batch`` in this backend's own worker thread (the event loop stays free).
         One persistent thread rather than the shared pool: every new thread gets its own malloc arena, and
-        freed activation memory parked in many arenas shows up as a growing RSS."""
+        freed activation memory parked in many arenas shows up as a growing RSS.
+
+        Memory accounting (docs/training.md, "Memory"): before the step the rollouts' freed KV caches go back to
+        the OS (:func:`~.memory.release_freed_memory`), and the returned metrics add this process's ``rss_mb``
+        and ``peak_rss_mb`` (MiB) after it."""
         if self._executor is None:
             self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="skyrl-train")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, self.train_step_sync, batch)
+        release_freed_memory()  # the rollouts' KV caches, freed in the engine's arena
+        metrics = await asyncio.get_running_loop().run_in_executor(self._executor, self.train_step_sync, batch)
+        metrics.update(rss_mb=current_rss_mb(), peak_rss_mb=peak_rss_mb())
+        return metrics
 
     async def close(self) -> None:
         if self._executor is not None:
