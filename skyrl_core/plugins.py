@@ -33,6 +33,7 @@ DEFAULT_PLUGINS = (
     "skyrl_core.default_plugins.engines",
     "skyrl_core.default_plugins.parsers",
     "skyrl_core.default_plugins.dispatchers",
+    "skyrl_core.default_plugins.bench",
     "skyrl_core.default_plugins.gsm8k",
     "skyrl_core.default_plugins.backends",
     "skyrl_core.default_plugins.rollouts",
