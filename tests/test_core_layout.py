@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.machinery
+import re
 import sys
 from pathlib import Path
 
@@ -87,3 +88,33 @@ def test_importing_skyrl_core_adds_no_import_hook_and_moved_names_are_not_served
     for module, name in ((runtime, "LocalSandbox"), (dispatchers, "BUILTIN_DISPATCHERS")):
         with pytest.raises(AttributeError):
             getattr(module, name)
+
+
+# Benchmarks and tasks that belong to plugins (their names, their output files and harnesses).
+BENCHMARK_WORDS = re.compile(r"\b(swe|swe-bench|swebench|predictions|harness|hotpot\w*|miniwob\w*|memagent|osworld|"
+                             r"gsm8k\w*|webshop|alfworld)\b", re.IGNORECASE)
+
+
+def eval_path_sources() -> dict[str, str]:
+    """``{module name: source}`` of ``skyrl eval``'s code: the eval loop, the module of the registered ``eval``
+    command (found through the registry, wherever it lives) and the CLI."""
+    import inspect
+
+    import skyrl_core.cli
+    import skyrl_core.evaluate
+    from skyrl_core.plugins import get_registry
+
+    command = get_registry().get("commands", "eval")
+    callback = command.registered_commands[0].callback if hasattr(command, "registered_commands") else command.callback
+    modules = [skyrl_core.evaluate, inspect.getmodule(callback), skyrl_core.cli]
+    return {m.__name__: inspect.getsource(m) for m in modules}
+
+
+def test_the_eval_path_knows_no_benchmark():
+    """``skyrl eval``'s code names no benchmark: a benchmark's output formats come from its plugin's eval writer
+    (``register_eval_writers``)."""
+    sources = eval_path_sources()
+    assert len(sources) == 3 and "skyrl_core.evaluate" in sources
+    found = {name: sorted({m.group(0) for m in BENCHMARK_WORDS.finditer(text)}) for name, text in sources.items()}
+    found = {name: words for name, words in found.items() if words}
+    assert not found, f"{found}: move these to the benchmark's plugin, behind a hook"
