@@ -38,6 +38,7 @@ DEFAULT_PLUGINS = (
     "skyrl_core.default_plugins.backends",
     "skyrl_core.default_plugins.rollouts",
     "skyrl_core.default_plugins.curation",
+    "skyrl_core.default_plugins.catalog",
     "skyrl_core.default_plugins.scaffold",
 )
 
