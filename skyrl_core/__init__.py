@@ -3,15 +3,12 @@
 The public surface a plugin needs is re-exported here; heavy modules (engines, trainer) import lazily.
 """
 
-from . import _moved
 from .hookspecs import hookimpl
 from .tasks import DataSpec, Instance, Task, VerifierResult
 from .tools import AgentState, Tool, ToolCall, ToolContext, ToolResult
 from .transitions import Datum, Trajectory, TrainingBatch, Transition, record_transition
 
 __version__ = "0.1.0"
-
-_moved.install()  # old module paths (skyrl_core.gsm8k, ...) keep importing for one release, with a warning
 
 __all__ = [
     "hookimpl", "Tool", "ToolCall", "ToolContext", "ToolResult", "AgentState", "Task", "Instance", "DataSpec",

@@ -1,13 +1,11 @@
-"""The ``skyrl`` command line. Core commands live here; ``eval``, ``train``, ``serve``, ``bench`` and any
-plugin's commands arrive through the ``register_commands`` hook."""
+"""The ``skyrl`` command line. The core's own command is ``skyrl plugins``; ``eval``, ``train``, ``serve``,
+``bench``, ``tools``, ``tasks`` and any plugin's commands arrive through the ``register_commands`` hook."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import sys
-from pathlib import Path
 from typing import Any, Callable, Optional
 
 import click
@@ -136,112 +134,6 @@ def show_table(title: str, columns: list[str], rows: list[list[str]], whole: tup
             cells.append(f"[{style}]{text}[/{style}]" if style else text)
         table.add_row(*cells)
     console.print(table)
-
-
-# -- skyrl tools -------------------------------------------------------------------------------------------
-tools_app = typer.Typer(help="List registered tools, or run one (`skyrl tools run`).", no_args_is_help=False,
-                        invoke_without_command=True, rich_markup_mode=None)
-app.add_typer(tools_app, name="tools")
-
-
-def _params_summary(schema: dict) -> str:
-    props = schema.get("properties", {})
-    required = set(schema.get("required", []))
-    parts = []
-    for name, spec in props.items():
-        kind = spec.get("type", "any")
-        parts.append(f"{name}{'' if name in required else '?'}: {kind if isinstance(kind, str) else '|'.join(kind)}")
-    return ", ".join(parts) or "(none)"
-
-
-@tools_app.callback()
-def tools_list(ctx: typer.Context,
-               as_json: bool = typer.Option(False, "--json", help="Print full schemas as JSON.")) -> None:
-    """List every registered tool with its description and parameters."""
-    if ctx.invoked_subcommand is not None:
-        return
-    regs = get_plugins().registry.items("tools")
-    if as_json:
-        console.print_json(json.dumps([{**r.obj.schema()["function"], "plugin": r.plugin} for r in regs]))
-        return
-    show_table("skyrl tools", ["tool", "plugin", "parameters", "description"],
-               [[r.name, r.plugin, _params_summary(r.obj.parameters), r.obj.description] for r in regs],
-               whole=("tool",))
-
-
-@tools_app.command("run")
-def tools_run(
-    name: str = typer.Argument(..., help="Registered tool name."),
-    args: str = typer.Argument("{}", help="Arguments as a JSON object; @FILE reads them from a file, - from stdin."),
-    workspace: Optional[str] = typer.Option(None, "--workspace", help="Directory the tool acts in (used in place)."),
-    runtime: str = typer.Option("sandbox", "--runtime", help="Runtime kind (see `skyrl plugins --all`)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the ToolResult as JSON."),
-) -> None:
-    """Run one tool once, outside the agent loop, and print its result."""
-    from .runtime import RuntimeSpec
-    from .tools import ToolContext
-
-    from .tools import example_arguments
-
-    registry = get_plugins().registry
-    tool = registry.get("tools", name)
-    if args == "-":
-        args = sys.stdin.read()
-    elif args.startswith("@"):
-        try:
-            args = Path(args[1:]).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise SkyrlError(f"tool arguments file {args[1:]!r} cannot be read ({exc.strerror})") from None
-    try:
-        parsed = json.loads(args)
-    except json.JSONDecodeError as exc:
-        example = json.dumps(example_arguments(tool.parameters), ensure_ascii=False)
-        raise SkyrlError(f"tool arguments must be a JSON object: {exc}; e.g. {example}") from None
-    if workspace is not None and not Path(workspace).is_dir():
-        raise SkyrlError(f"--workspace {workspace} is not a directory (give the directory the tool acts in)")
-    runtime_cls = registry.get("runtimes", runtime)
-    spec = RuntimeSpec(type=runtime, workspace=workspace)
-
-    async def go():
-        rt = runtime_cls(spec)
-        await rt.start()
-        try:
-            return await tool.call(parsed, ToolContext(runtime=rt))
-        finally:
-            await rt.close()
-
-    result = asyncio.run(go())
-    if as_json:
-        console.print_json(json.dumps({"output": result.output, "error": result.error, "finish": result.finish,
-                                       "answer": result.answer, "metadata": result.metadata}, default=str))
-        return
-    # what the tool produced, byte for byte: no markup, emoji codes or highlighting (`:x:` stays `:x:`)
-    sys.stdout.write(result.output if result.output.endswith("\n") or not result.output else result.output + "\n")
-    sys.stdout.flush()
-    if result.finish:
-        console.print(f"[bold]finish[/bold] answer={result.answer!r}")
-    if result.error:
-        raise typer.Exit(1)
-
-
-# -- skyrl tasks -------------------------------------------------------------------------------------------
-@app.command("tasks")
-def tasks_command(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-    """List registered tasks with their tools, runtime, verifier and instruction builder."""
-    from .examples import find_examples
-
-    regs = get_plugins().registry.items("tasks")
-    examples = find_examples()
-    rows = [{"name": r.name, "plugin": r.plugin, "description": r.obj.description, "tools": list(r.obj.tools),
-             "runtime": r.obj.runtime, "verifier": r.obj.verifier,
-             "instruction_builder": r.obj.instruction_builder,
-             "examples": [ex.ref for ex in examples if r.name in ex.tasks]} for r in regs]
-    if as_json:
-        console.print_json(json.dumps(rows))
-        return
-    show_table("skyrl tasks", ["task", "plugin", "tools", "runtime", "verifier", "examples", "description"],
-               [[row["name"], row["plugin"], ", ".join(row["tools"]), row["runtime"], row["verifier"],
-                 ", ".join(row["examples"]) or "-", row["description"]] for row in rows], whole=("task",))
 
 
 # -- entry point -------------------------------------------------------------------------------------------

@@ -31,7 +31,6 @@ from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence
 
 import attrs
 
-from ._moved import moved_attribute
 from .errors import RuntimeLost
 from .transitions import CANCELLED, ERROR_EVAL, ERROR_INIT, ERROR_RUN, ERROR_RUNTIME, TIMEOUT, Trajectory
 
@@ -331,12 +330,3 @@ class _BaseDispatcher(Dispatcher):
         self.monitor = DispatchMonitor(len(trajectories), self.engine_stats)
         d = getattr(self.config, "deadline_s", None)
         self._deadline = None if d is None else asyncio.get_running_loop().time() + d
-
-
-# the built-in dispatchers moved to skyrl_core.default_plugins.dispatchers: importable from here for one release
-__getattr__ = moved_attribute(__name__, ("skyrl_core.default_plugins.dispatchers.batch",
-                                         "skyrl_core.default_plugins.dispatchers.pipeline",
-                                         "skyrl_core.default_plugins.dispatchers.priority",
-                                         "skyrl_core.default_plugins.dispatchers"),
-                              ("AsyncBatchDispatcher", "BoundedBatchDispatcher", "PipelineDispatcher",
-                               "PriorityDispatcher", "BUILTIN_DISPATCHERS"))

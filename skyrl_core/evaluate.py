@@ -3,8 +3,8 @@
 Outputs, in the output directory: ``trajectories.jsonl`` (one trajectory per line: messages, transitions with
 token ids and logprobs, reward, finish reason, metrics) and ``metrics.json``, then whatever each registered eval
 writer (``register_eval_writers``) writes: the built-in viewer's ``trajectories.html`` (a readable view of some
-trajectories), the swe plugin's ``predictions.jsonl`` in the SWE-bench harness format, one reward-free pick per
-instance (``eval.selection``). Output formats of a benchmark belong to its plugin.
+trajectories), and a benchmark's own output formats (a submission file in its format, one reward-free pick per
+instance by ``eval.selection``), which belong to its plugin's writer; nothing here knows of one.
 """
 
 from __future__ import annotations
@@ -113,8 +113,8 @@ def run_problems(metrics: dict[str, Any]) -> tuple[list[str], bool]:
     """What an eval summary must say beyond its numbers, from :func:`eval_metrics`: ``(lines, failed)``.
     ``failed`` is True when no trajectory could run (none got one model turn: every one ended in runtime
     set-up, an engine failure or a stall before its first answer), so ``skyrl eval`` exits nonzero. The lines
-    name the first distinct error messages, and say so when the verifier ran on no trajectory (no verdicts,
-    and for a repository task no ``predictions.jsonl``)."""
+    name the first distinct error messages, and say so when the verifier ran on no trajectory (no verdicts, so
+    an eval writer that reports them has nothing to report)."""
     lines: list[str] = []
     n = int(metrics.get("n_trajectories", 0))
     ran = int(metrics.get("trajectories_run", n))
@@ -130,7 +130,7 @@ def run_problems(metrics: dict[str, Any]) -> tuple[list[str], bool]:
         lines.extend(f"  {message}" for message in messages)
     if n and not metrics.get("verified", n):
         lines.append(f"the verifier ran on none of the {n} trajectories (each ended before it), so there are no "
-                     f"verdicts and, for a repository task, no predictions.jsonl")
+                     f"verdicts for the eval's outputs to report")
     return lines, failed
 
 

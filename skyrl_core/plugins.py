@@ -33,11 +33,13 @@ DEFAULT_PLUGINS = (
     "skyrl_core.default_plugins.engines",
     "skyrl_core.default_plugins.parsers",
     "skyrl_core.default_plugins.dispatchers",
+    "skyrl_core.default_plugins.bench",
     "skyrl_core.default_plugins.gsm8k",
     "skyrl_core.default_plugins.trainer",
     "skyrl_core.default_plugins.eval_command",
     "skyrl_core.default_plugins.curation",
     "skyrl_core.default_plugins.viewer",
+    "skyrl_core.default_plugins.catalog",
     "skyrl_core.default_plugins.scaffold",
 )
 

@@ -17,7 +17,6 @@ from typing import Any
 
 import attrs
 
-from ._moved import moved_attribute
 from .errors import RuntimeLost  # noqa: F401  (raised by runtimes' exec; re-exported for plugins)
 
 
@@ -175,9 +174,3 @@ def truncate_output(text: str, limit: int, produced_bytes: int | None = None) ->
     else:
         note = f"[... output truncated: {cut} characters omitted of {len(text)} ...]"
     return f"{text[:head]}\n{note}\n{text[len(text) - tail:]}", True
-
-
-# names that moved to the sandbox module: importable from here for one release, with a DeprecationWarning
-__getattr__ = moved_attribute(__name__, "skyrl_core.default_plugins.runtimes.sandbox", (
-    "LocalSandbox", "LocalRuntime", "SandboxUnavailable", "bubblewrap_problem", "log_once", "bwrap_argv", "hand_over",
-    "SANDBOX_UID", "SANDBOX_GID", "UNPRIVILEGED_HOST_ID", "ETC_ALLOW", "SYSTEM_DIRS", "DISK_POLL_S"))

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from skyrl_core.bench.clock import run_virtual
-from skyrl_core.bench.dispatch import PROFILES, dispatcher_variants, make_workload, simulate
-from skyrl_core.bench.engine import StandInEngine
+from skyrl_core.default_plugins.bench.clock import run_virtual
+from skyrl_core.default_plugins.bench.dispatch import PROFILES, dispatcher_variants, make_workload, simulate
+from skyrl_core.default_plugins.bench.engine import StandInEngine
 from skyrl_core.inference.base import SamplingParams
 
 
@@ -123,7 +123,7 @@ def test_previous_epoch_keeps_instances_and_redraws_samples():
 
 @pytest.mark.timeout(120)
 def test_remembered_priorities_come_from_the_previous_epochs_measurements():
-    from skyrl_core.bench.dispatch import remembered_variants, simulate_remembered
+    from skyrl_core.default_plugins.bench.dispatch import remembered_variants, simulate_remembered
     from skyrl_core.default_plugins.dispatchers.stage_costs import StageCostMemory
 
     profile = PROFILES["light"]
@@ -154,7 +154,7 @@ def test_bench_rejects_unknown_profile(tmp_path):
 
 
 def test_real_bench_rejects_bad_spec():
-    from skyrl_core.bench.real import RealBenchSpec, real_variants
+    from skyrl_core.default_plugins.bench.real import RealBenchSpec, real_variants
     from skyrl_core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="valid: gsm8k, gsm8k_steps"):
@@ -210,7 +210,7 @@ def test_bench_dispatch_real_cpu_stack(tmp_path):
 
 def test_ideal_wall_is_a_lower_bound():
     """No dispatcher beats the engine-saturated / critical-path lower bound on the same workload."""
-    from skyrl_core.bench.dispatch import ideal_wall_s
+    from skyrl_core.default_plugins.bench.dispatch import ideal_wall_s
 
     profile = PROFILES["light"]
     bound = ideal_wall_s(profile, 0)

@@ -15,8 +15,6 @@ BUILTIN_HOMES = ("skyrl_core.default_plugins.trainer", "skyrl_core.default_plugi
                  "skyrl_core.default_plugins.curation", "skyrl_core.default_plugins.eval_command",
                  "skyrl_core.default_plugins.dispatchers.stage_costs", "skyrl_core.default_plugins.engines.models")
 
-# core modules that #29's other parts move out of the core (Ray to plugins/ray, the bench to a built-in plugin)
-LEAVING = {"bench/dispatch.py"}
 
 
 def imports(path: Path) -> set[str]:
@@ -38,7 +36,7 @@ def test_no_core_module_imports_what_moved_to_the_builtin_plugins():
     offenders = {}
     for path in sorted(CORE.rglob("*.py")):
         rel = path.relative_to(CORE)
-        if rel.parts[0] in ("default_plugins", "templates") or str(rel) in LEAVING:
+        if rel.parts[0] in ("default_plugins", "templates"):
             continue
         bad = sorted(n for n in imports(path) if n.startswith(BUILTIN_HOMES))
         if bad:

@@ -1,18 +1,17 @@
-"""The core's layout stays what CHANGELOG 0.2 promises: built-ins hold their implementation under
-``skyrl_core/default_plugins/``, no core module is over 600 lines or imports GSM8K code, and every old import path
-still works for one release with a DeprecationWarning naming the new one."""
+"""The core's layout stays what the CHANGELOG says: built-ins hold their implementation under
+``skyrl_core/default_plugins/``, no core module is over 600 lines or imports GSM8K code, and a module that moved
+left nothing at its old path (no package was ever published there)."""
 
 from __future__ import annotations
 
 import ast
 import importlib
+import importlib.machinery
+import re
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
-
-from skyrl_core._moved import MOVED_MODULES
 
 CORE = Path(__file__).resolve().parents[1] / "skyrl_core"
 MAX_LINES = 600
@@ -56,48 +55,66 @@ def test_no_core_module_outside_default_plugins_imports_gsm8k_code():
 
 
 def test_every_builtin_holds_its_implementation_in_its_own_package():
-    for name in ("gsm8k", "parsers", "dispatchers", "engines", "runtimes", "trainer", "viewer", "curation"):
+    for name in ("gsm8k", "parsers", "dispatchers", "engines", "runtimes", "trainer", "viewer", "curation", "bench"):
         package = CORE / "default_plugins" / name
         assert (package / "__init__.py").is_file() and len(list(package.glob("*.py"))) > 1, name
     assert (CORE / "default_plugins/gsm8k/data/test.jsonl").stat().st_size > 400_000
     assert (CORE / "default_plugins/gsm8k/data/LICENSE").read_text().startswith("MIT")
 
 
-@pytest.mark.parametrize("old", sorted(MOVED_MODULES))
-def test_old_module_paths_import_with_a_warning_naming_the_new_path(old):
-    sys.modules.pop(old, None)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        module = importlib.import_module(old)
-        # a name every old module had, looked up through the old path
-        probe = {"skyrl_core.gsm8k": "gsm8k_answer", "skyrl_core.parsers": "HermesParser",
-                 "skyrl_core.parsers_xml": "XmlParameterParser", "skyrl_core.parsers_deepseek": "DeepSeekV31Parser",
-                 "skyrl_core.inference.hf": "HFEngine", "skyrl_core.inference.openai": "OpenAIEngine",
-                 "skyrl_core.inference.vllm": "VLLMEngine", "skyrl_core.inference.serve": "run_server",
-                 "skyrl_core.trainer.local": "LocalBackend"}[old]
-        obj = getattr(module, probe)
-    messages = [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)]
-    assert any(m.startswith(old) and "moved to skyrl_core.default_plugins." in m for m in messages), messages
-    new_home = importlib.import_module(obj.__module__)
-    assert obj.__module__.startswith("skyrl_core.default_plugins.") and getattr(new_home, probe) is obj
+# Module paths of the core before its built-ins moved into default_plugins/, and skyrl_core.bench before it became
+# the built-in plugin default_plugins/bench. Nothing was ever published at them, so they simply go: no shim serves them.
+OLD_PATHS = ("skyrl_core.gsm8k", "skyrl_core.parsers", "skyrl_core.parsers_xml", "skyrl_core.parsers_deepseek",
+             "skyrl_core.inference.hf", "skyrl_core.inference.openai", "skyrl_core.inference.vllm",
+             "skyrl_core.inference.serve", "skyrl_core.trainer.local", "skyrl_core.bench", "skyrl_core.bench.clock",
+             "skyrl_core._moved")
 
 
-def test_moved_names_of_modules_that_stayed_warn_and_are_the_same_objects():
-    from skyrl_core.default_plugins.dispatchers import BUILTIN_DISPATCHERS
-    from skyrl_core.default_plugins.runtimes.sandbox import LocalSandbox
+@pytest.mark.parametrize("old", OLD_PATHS)
+def test_old_module_paths_are_gone(old):
+    """No module or package at the old path in this checkout. (Looked up with the path finder on the checkout's
+    directories rather than imported: a shared venv's editable install of another checkout would serve it.)"""
+    parent = CORE.parent.joinpath(*old.split(".")[:-1])
+    assert importlib.machinery.PathFinder.find_spec(old, [str(parent)]) is None, old
 
+
+def test_importing_skyrl_core_adds_no_import_hook_and_moved_names_are_not_served():
+    import skyrl_core
     import skyrl_core.dispatchers as dispatchers
     import skyrl_core.runtime as runtime
 
-    with pytest.warns(DeprecationWarning, match=r"skyrl_core\.runtime\.LocalSandbox moved to "
-                                                r"skyrl_core\.default_plugins\.runtimes\.sandbox\.LocalSandbox"):
-        assert runtime.LocalSandbox is LocalSandbox
-    with pytest.warns(DeprecationWarning, match=r"skyrl_core\.dispatchers\.BUILTIN_DISPATCHERS moved"):
-        assert dispatchers.BUILTIN_DISPATCHERS is BUILTIN_DISPATCHERS
-    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
-        runtime.Nope  # noqa: B018
+    assert not any(type(f).__module__.startswith("skyrl_core") for f in sys.meta_path), sys.meta_path
+    assert skyrl_core.__version__ == "0.1.0"
+    for module, name in ((runtime, "LocalSandbox"), (dispatchers, "BUILTIN_DISPATCHERS")):
+        with pytest.raises(AttributeError):
+            getattr(module, name)
 
 
-def test_a_name_no_old_module_had_is_an_import_error():
-    with pytest.raises(ImportError):
-        from skyrl_core.parsers import not_a_parser  # noqa: F401
+# Benchmarks and tasks that belong to plugins (their names, their output files and harnesses).
+BENCHMARK_WORDS = re.compile(r"\b(swe|swe-bench|swebench|predictions|harness|hotpot\w*|miniwob\w*|memagent|osworld|"
+                             r"gsm8k\w*|webshop|alfworld)\b", re.IGNORECASE)
+
+
+def eval_path_sources() -> dict[str, str]:
+    """``{module name: source}`` of ``skyrl eval``'s code: the eval loop, the module of the registered ``eval``
+    command (found through the registry, wherever it lives) and the CLI."""
+    import inspect
+
+    import skyrl_core.cli
+    import skyrl_core.evaluate
+    from skyrl_core.plugins import get_registry
+
+    command = get_registry().get("commands", "eval")
+    callback = command.registered_commands[0].callback if hasattr(command, "registered_commands") else command.callback
+    modules = [skyrl_core.evaluate, inspect.getmodule(callback), skyrl_core.cli]
+    return {m.__name__: inspect.getsource(m) for m in modules}
+
+
+def test_the_eval_path_knows_no_benchmark():
+    """``skyrl eval``'s code names no benchmark: a benchmark's output formats come from its plugin's eval writer
+    (``register_eval_writers``)."""
+    sources = eval_path_sources()
+    assert len(sources) == 3 and "skyrl_core.evaluate" in sources
+    found = {name: sorted({m.group(0) for m in BENCHMARK_WORDS.finditer(text)}) for name, text in sources.items()}
+    found = {name: words for name, words in found.items() if words}
+    assert not found, f"{found}: move these to the benchmark's plugin, behind a hook"

@@ -1,8 +1,8 @@
 """Dispatchers: every trajectory accounted for, no leaked runtime, no hang, each failure reason kept.
 
 Stage coroutines here are small async functions that sleep, raise or hang on purpose; most tests run them on the
-virtual-clock loop (``skyrl_core.bench.clock``) so an hour of simulated stages takes milliseconds and the same
-seed always gives the same interleaving. pytest-timeout guards against a hang.
+virtual-clock loop (``skyrl_core.default_plugins.bench.clock``) so an hour of simulated stages takes milliseconds and
+the same seed always gives the same interleaving. pytest-timeout guards against a hang.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections import Counter
 
 import pytest
 
-from skyrl_core.bench.clock import run_virtual
+from skyrl_core.default_plugins.bench.clock import run_virtual
 from skyrl_core.config import DispatcherConfig, load_config
 from skyrl_core.dispatchers import Stages
 from skyrl_core.default_plugins.dispatchers import BUILTIN_DISPATCHERS
@@ -194,7 +194,7 @@ def test_auto_lookahead_waits_for_evidence_before_prefetching():
     """Auto mode: before any run has finished, no runtime is started ahead of a free run slot until the oldest run
     is one mean init old (a younger run says nothing about run length); after that the lookahead follows Little's
     law from the twice-its-age estimate, so fewer than a full second wave sit ready and idle."""
-    from skyrl_core.bench.engine import StandInEngine
+    from skyrl_core.default_plugins.bench.engine import StandInEngine
     from skyrl_core.inference.base import SamplingParams
 
     n, init_s = 12, 10.0

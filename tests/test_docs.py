@@ -138,9 +138,9 @@ def test_factory_hook_docstrings_state_what_the_call_sites_pass(plugins, tmp_pat
     import pytest
 
     from skyrl_core import backends, registry
-    from skyrl_core.bench.clock import run_virtual
-    from skyrl_core.bench.dispatch import PROFILES, simulate
-    from skyrl_core.bench.engine import StandInEngine
+    from skyrl_core.default_plugins.bench.clock import run_virtual
+    from skyrl_core.default_plugins.bench.dispatch import PROFILES, simulate
+    from skyrl_core.default_plugins.bench.engine import StandInEngine
     from skyrl_core.config import Config, DispatcherConfig, config_from_dict
     from skyrl_core.rollout import RolloutSession
     from skyrl_core.training import MetricsLogger

@@ -15,8 +15,8 @@ import time
 
 import attrs
 
-from skyrl_core.bench.clock import run_virtual
-from skyrl_core.bench.dispatch import PROFILES, simulate
+from skyrl_core.default_plugins.bench.clock import run_virtual
+from skyrl_core.default_plugins.bench.dispatch import PROFILES, simulate
 from skyrl_core.config import DispatcherConfig
 
 

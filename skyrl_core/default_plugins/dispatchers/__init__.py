@@ -1,7 +1,7 @@
 """Built-in dispatchers, one module each over the shared base in :mod:`skyrl_core.dispatchers`: ``async_batch`` and
 ``async_batch_bounded`` (``batch.py``), ``async_pipeline`` (``pipeline.py``), ``priority`` (``priority.py``), the
-pipeline's per-instance stage-cost memory (``stage_costs.py``, its ``session_memory``); and the ``skyrl bench``
-command (``skyrl bench dispatch``), which benchmarks any registered dispatcher."""
+pipeline's per-instance stage-cost memory (``stage_costs.py``, its ``session_memory``). The ``skyrl bench
+dispatch`` command that compares them is the ``bench`` built-in plugin."""
 
 from __future__ import annotations
 
@@ -24,10 +24,3 @@ BUILTIN_DISPATCHERS: dict[str, type[Dispatcher]] = {
 def register_dispatchers(register):
     for name, cls in BUILTIN_DISPATCHERS.items():
         register(cls, name=name)
-
-
-@hookimpl(trylast=True)
-def register_commands(register):
-    from skyrl_core.bench.cli import bench_app  # typer only; the simulation and matplotlib load inside the command
-
-    register(bench_app, name="bench")

@@ -16,7 +16,7 @@ from typing import Callable
 
 import attrs
 
-from ..inference.base import Engine, EngineStats, GenerationOutput, SamplingParams
+from skyrl_core.inference.base import Engine, EngineStats, GenerationOutput, SamplingParams
 
 
 @attrs.define

@@ -1,6 +1,6 @@
 """``skyrl bench dispatch --real``: every dispatcher on the real CPU stack, same instances and seed.
 
-Where :mod:`skyrl_core.bench.dispatch` simulates stages on a virtual clock, this mode runs the real rollout path:
+Where :mod:`skyrl_core.default_plugins.bench.dispatch` simulates stages on a virtual clock, this mode runs the real rollout path:
 :class:`~skyrl_core.rollout.RolloutSession` with the ``hf`` engine (SmolLM2-135M-Instruct, continuous batching
 on CPU), the GSM8K task (``gsm8k`` or ``gsm8k_steps``) with the ``python`` tool in the bubblewrap ``sandbox``
 runtime and the ``gsm8k_answer`` verifier. One engine is loaded and warmed once and shared by every dispatcher, so
@@ -26,10 +26,10 @@ from typing import Any, Iterator
 
 import attrs
 
-from ..config import AgentConfig, Config, DispatcherConfig, EngineConfig, SamplingConfig, TaskConfig
-from ..errors import ConfigError
-from ..runtime import RuntimeSpec
-from ..tasks import DataSpec
+from skyrl_core.config import AgentConfig, Config, DispatcherConfig, EngineConfig, SamplingConfig, TaskConfig
+from skyrl_core.errors import ConfigError
+from skyrl_core.runtime import RuntimeSpec
+from skyrl_core.tasks import DataSpec
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ def real_variants(spec: RealBenchSpec) -> dict[str, DispatcherConfig]:
 
     variants = dispatcher_variants(attrs.evolve(PROFILES["light"], max_parallel_agents=spec.max_parallel_agents))
     if spec.dispatchers:
-        from ..plugins import get_registry  # a plugin's dispatcher, asked for by name, runs like a built-in
+        from skyrl_core.plugins import get_registry  # a plugin's dispatcher, asked for by name, runs like a built-in
 
         variants.update({name: DispatcherConfig(type=name, max_parallel_agents=spec.max_parallel_agents)
                          for name in get_registry().names("dispatchers")
@@ -139,9 +139,9 @@ async def run_real_async(spec: RealBenchSpec) -> dict[str, Any]:
 
 
 async def _run_real(spec: RealBenchSpec, variants: dict[str, DispatcherConfig]) -> dict[str, Any]:
-    from ..inference.base import SamplingParams
-    from ..plugins import get_registry
-    from ..rollout import RolloutSession
+    from skyrl_core.inference.base import SamplingParams
+    from skyrl_core.plugins import get_registry
+    from skyrl_core.rollout import RolloutSession
 
     config = real_config(spec)
     registry = get_registry()

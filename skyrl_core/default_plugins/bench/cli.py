@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from ..errors import SkyrlError
+from skyrl_core.errors import SkyrlError
 
 log = logging.getLogger(__name__)
 

@@ -1,9 +1,9 @@
 """``skyrl bench dispatch``: every dispatcher side by side on the same simulated workload and seed.
 
 The simulation runs the real dispatchers (resolved through the plugin registry) on a virtual-clock event loop
-(:mod:`skyrl_core.bench.clock`). Each trajectory's stages are timed waits drawn from a profile's
+(:mod:`skyrl_core.default_plugins.bench.clock`). Each trajectory's stages are timed waits drawn from a profile's
 distributions — ``init`` (start a runtime), ``run`` (an agent loop: per turn, one generate request of N tokens to
-the :class:`~skyrl_core.bench.engine.StandInEngine`, then one tool call), ``eval`` (run the verifier),
+the :class:`~skyrl_core.default_plugins.bench.engine.StandInEngine`, then one tool call), ``eval`` (run the verifier),
 ``release`` (stop the runtime) — so only the scheduling differs between dispatchers. See docs/dispatchers.md
 for the profiles and why they model SWE training.
 """
@@ -18,12 +18,12 @@ from typing import Any, Sequence
 
 import attrs
 
-from ..config import DispatcherConfig
-from ..default_plugins.dispatchers.stage_costs import StageCostMemory
-from ..errors import SkyrlError
-from ..dispatchers import Stages
-from ..inference.base import SamplingParams
-from ..transitions import Trajectory
+from skyrl_core.config import DispatcherConfig
+from skyrl_core.default_plugins.dispatchers.stage_costs import StageCostMemory
+from skyrl_core.errors import SkyrlError
+from skyrl_core.dispatchers import Stages
+from skyrl_core.inference.base import SamplingParams
+from skyrl_core.transitions import Trajectory
 from .clock import run_virtual
 from .engine import StandInEngine
 
@@ -241,7 +241,7 @@ async def simulate(profile: Profile, config: DispatcherConfig, seed: int, epoch:
         ledger["released"] += 1
         count_alive()
 
-    from ..plugins import get_registry  # a plugin's dispatcher is benchmarked like a built-in
+    from skyrl_core.plugins import get_registry  # a plugin's dispatcher is benchmarked like a built-in
 
     dispatcher = get_registry().get("dispatchers", config.type)(config, engine.stats)
     t0 = asyncio.get_running_loop().time()
@@ -320,7 +320,7 @@ def bench_variants(profile: Profile, names: Sequence[str] | None = None
     in the plugin registry (a plugin's), under its registered name with ``max_parallel_agents`` from the profile
     and no other setting. ``names`` keeps only those, plus :data:`BASELINE` (every speedup is against it); each is
     a variant name or a registered dispatcher's name. Raises SkyrlError naming the valid ones for any other."""
-    from ..plugins import get_registry
+    from skyrl_core.plugins import get_registry
 
     builtin: dict[str, tuple[DispatcherConfig, bool, DispatcherConfig | None]] = {
         name: (cfg, False, None) for name, cfg in dispatcher_variants(profile).items()}
