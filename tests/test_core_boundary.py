@@ -16,7 +16,6 @@ BUILTIN_HOMES = ("skyrl_core.default_plugins.trainer", "skyrl_core.default_plugi
                  "skyrl_core.default_plugins.dispatchers.stage_costs", "skyrl_core.default_plugins.engines.models")
 
 
-
 def imports(path: Path) -> set[str]:
     """Absolute names of every module ``path`` imports, function-level imports included."""
     package = list(path.relative_to(CORE.parent).with_suffix("").parts[:-1])
