@@ -327,16 +327,14 @@ class _FlakyCompletions:
         self.failures, self.times = failures, []
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
+            def do_POST(self):  # noqa: N802 - http.server's name
                 self.rfile.read(int(self.headers["Content-Length"]))
                 owner.times.append(time.monotonic())
-                if len(owner.times) <= owner.failures:
-                    status, payload = 503, {"error": {"message": "overloaded"}}
-                else:
-                    status, payload = 200, {"choices": [{"text": "ok", "finish_reason": "length", "token_ids": [28, 29]}]}
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                ok = len(owner.times) > owner.failures
+                answer = {"choices": [{"text": "ok", "finish_reason": "length", "token_ids": [28, 29]}]} if ok \
+                    else {"error": {"message": "overloaded"}}
+                data = json.dumps(answer).encode()
+                self.send_response(200 if ok else 503)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
