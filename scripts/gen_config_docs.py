@@ -12,7 +12,8 @@ HEADER = """# Config reference
 
 A run is one YAML file (see `examples/`). Every key below can be overridden on the command line after the
 config path as `key.sub=value` (the value is parsed as YAML). Unknown keys and wrong types are errors naming
-the key path and what is valid. Strings may use `${ENV_VAR}` or `${ENV_VAR:-default}`.
+the key path and what is valid. Strings may use `${ENV_VAR}` or `${ENV_VAR:-default}` (the shell's syntax;
+OmegaConf's differs, `${key}` naming a config key there: `skyrl_core.config.interpolate_env` says why not it).
 
 Shorthands: `engine: hf` is `engine: {type: hf}` (likewise `dispatcher`, `backend`, a task's `runtime`);
 `tasks: [gsm8k]` is `tasks: [{name: gsm8k}]`; with one task, `data.limit=4` is `tasks.0.data.limit=4`

@@ -306,7 +306,14 @@ def _check_keys(cls: type, data: Any, path: str) -> None:
 
 
 def interpolate_env(data: Any, path: str = "") -> Any:
-    """Replace ``${VAR}`` / ``${VAR:-default}`` in strings; a missing variable is a ConfigError naming the key."""
+    """Replace ``${VAR}`` / ``${VAR:-default}`` in strings; a missing variable is a ConfigError naming the key.
+    Any other ``$`` text (a shell snippet's ``${d%/}``) is left as written.
+
+    Not OmegaConf's interpolation (2.4.0 tried): there ``${VAR}`` names a config key, not an environment
+    variable, and ``${VAR:-default}`` (the shell's form, used by the shipped examples) calls a resolver named VAR
+    (``Unsupported interpolation type``); its grammar also applies to every string, so shell text in an option
+    (``echo ${d%/}``) fails to resolve, and a default holding a comma is split into two arguments.
+    ``test_env_interpolation_leaves_shell_text_and_takes_defaults_whole`` holds these cases."""
     if isinstance(data, dict):
         return {k: interpolate_env(v, f"{path}.{k}" if path else str(k)) for k, v in data.items()}
     if isinstance(data, list):
@@ -326,7 +333,14 @@ def interpolate_env(data: Any, path: str = "") -> Any:
 
 
 def apply_override(data: dict, override: str) -> None:
-    """Apply one ``key.sub=value`` override in place; the value is parsed as YAML (``4``, ``true``, ``[a, b]``)."""
+    """Apply one ``key.sub=value`` override in place; the value is parsed as YAML (``4``, ``true``, ``[a, b]``).
+    Raises ConfigError naming the override for a malformed one, an index out of range, a value addressed as a
+    section, and ``data.*``/``runtime.*`` with more than one task.
+
+    Not ``OmegaConf.update`` (2.4.0 tried): it silently turns a value into a section (``train.steps.x=1`` on
+    ``steps: 3`` makes ``steps: {x: 1}``; here an error, ``test_override_into_a_value_is_an_error``), and the
+    single-task aliases (``data.limit``) and typed-section shorthand (``backend.lr`` on ``backend: verl``) would
+    still be ours around it."""
     if "=" not in override:
         raise ConfigError(f"override '{override}' is not of the form key.sub=value (e.g. train.steps=1)")
     key, raw = override.split("=", 1)

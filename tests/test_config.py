@@ -79,6 +79,26 @@ def test_env_interpolation(monkeypatch, tmp_path):
     assert "config key 'engine.api_key'" in str(exc.value) and "SKYRL_TEST_KEY is not set" in str(exc.value)
 
 
+def test_env_interpolation_leaves_shell_text_and_takes_defaults_whole(monkeypatch):
+    """Where OmegaConf's interpolation would differ (skyrl_core.config.interpolate_env says why it is not used):
+    shell text stays as written, a default holding a comma or colon is taken whole, ``${VAR}`` is the environment
+    even when a config key has that name."""
+    monkeypatch.setenv("SKYRL_TEST_DIR", "/srv/data")
+    monkeypatch.delenv("SKYRL_NO_SUCH", raising=False)
+    cfg = config_from_dict({"model": "smollm2-135m-instruct", "tasks": [{"name": "gsm8k", "data": {"options": {
+        "setup": "for d in ${SKYRL_TEST_DIR}/*/; do echo ${d%/} $HOME; done",
+        "hosts": "${SKYRL_NO_SUCH:-a.example:80,b.example:80}", "model": "${model:-none}"}}}]})
+    assert cfg.tasks[0].data.options == {"setup": "for d in /srv/data/*/; do echo ${d%/} $HOME; done",
+                                         "hosts": "a.example:80,b.example:80", "model": "none"}
+
+
+def test_override_into_a_value_is_an_error():
+    data = {"train": {"steps": 3}}
+    with pytest.raises(ConfigError, match=r"override 'train.steps.x=1': 'train.steps' is a value \(3\), not a section"):
+        apply_override(data, "train.steps.x=1")
+    assert data == {"train": {"steps": 3}}
+
+
 def test_data_shorthand_is_ambiguous_with_two_tasks():
     data = {"tasks": [{"name": "a"}, {"name": "b"}]}
     with pytest.raises(ConfigError, match="ambiguous with 2 tasks"):

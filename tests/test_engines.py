@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import time
 
 import pytest
 
@@ -311,3 +312,69 @@ def test_factories_pass_the_stall_and_call_bounds(plugins):
     finally:
         asyncio.run(eng.close())
     assert Config().engine.call_timeout_s == 3600.0
+
+
+class _FlakyCompletions:
+    """A real HTTP server on 127.0.0.1 whose /v1/completions answers 503 ``failures`` times, then a vLLM-shaped
+    completion with token ids."""
+
+    def __init__(self, failures: int) -> None:
+        import json
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        owner = self
+        self.failures, self.times = failures, []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server's name
+                self.rfile.read(int(self.headers["Content-Length"]))
+                owner.times.append(time.monotonic())
+                ok = len(owner.times) > owner.failures
+                answer = {"choices": [{"text": "ok", "finish_reason": "length", "token_ids": [28, 29]}]} if ok \
+                    else {"error": {"message": "overloaded"}}
+                data = json.dumps(answer).encode()
+                self.send_response(200 if ok else 503)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+async def test_openai_engine_retries_503_with_backoff_then_recovers():
+    """tenacity's retry: two 503 answers are retried after 0.5 s and 1 s; one retry fewer is an error naming the
+    URL, the attempts and the server's message."""
+    from skyrl_core.default_plugins.engines.openai import OpenAIEngine
+
+    server = _FlakyCompletions(failures=2)
+    eng = OpenAIEngine(base_url=server.url, retries=2, max_context=2048)
+    try:
+        out = await eng.generate([1, 2, 3], SamplingParams(temperature=0.0, max_tokens=2))
+        assert out.output_ids == [28, 29] and out.finish_reason == "length"
+        assert len(server.times) == 3
+        gaps = [b - a for a, b in zip(server.times, server.times[1:])]
+        assert gaps[0] >= 0.45 and gaps[1] >= 0.95, gaps  # exponential: 0.5 s, then 1 s
+    finally:
+        await eng.close()
+        server.close()
+
+    server = _FlakyCompletions(failures=2)
+    eng = OpenAIEngine(base_url=server.url, retries=1, max_context=2048)
+    try:
+        with pytest.raises(EngineError, match=r"POST http://127.0.0.1:\d+/v1/completions failed after 2 attempt\(s\): "
+                                              r"HTTP 503: overloaded"):
+            await eng.generate([1, 2, 3], SamplingParams(temperature=0.0, max_tokens=2))
+        assert len(server.times) == 2
+    finally:
+        await eng.close()
+        server.close()

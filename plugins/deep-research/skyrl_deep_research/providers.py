@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-import random
 import weakref
 import urllib.parse
 from typing import Any
@@ -105,40 +104,60 @@ class HttpProvider:
         return self.retries < self.policy.budget_min + self.policy.budget_ratio * self.requests
 
     async def request(self, method: str, url: str, **kwargs: Any):
-        """One HTTP exchange with timeouts, retries and the concurrency cap; returns the httpx Response of a
-        non-retryable status (the caller checks it). Raises ProviderError when the retries or budget run out."""
+        """One HTTP exchange with timeouts, retries (tenacity) and the concurrency cap; returns the httpx Response
+        of a non-retryable status (the caller checks it). Raises ProviderError when the retries or budget run out."""
         import httpx
+        import tenacity
 
         p = self.policy
-        last = ""
-        for attempt in range(p.max_retries + 1):
-            wait = None
+
+        async def once():
             semaphore, client = self._loop_state()
             async with semaphore:
                 self.requests += 1
                 try:
                     resp = await client.request(method, url, **kwargs)
                 except httpx.TimeoutException:
-                    last = f"no answer within {p.timeout_s:g} s"
+                    raise _Retryable(f"no answer within {p.timeout_s:g} s") from None
                 except httpx.HTTPError as exc:
-                    last = f"unreachable ({type(exc).__name__}: {exc})"
-                else:
-                    if resp.status_code not in RETRY_STATUSES:
-                        return resp
-                    last = f"HTTP {resp.status_code}"
-                    retry_after = resp.headers.get("retry-after", "")
-                    if retry_after.replace(".", "", 1).isdigit():
-                        wait = min(float(retry_after), p.max_backoff_s)
-            if attempt == p.max_retries:
-                break
+                    raise _Retryable(f"unreachable ({type(exc).__name__}: {exc})") from None
+            if resp.status_code not in RETRY_STATUSES:
+                return resp
+            after = resp.headers.get("retry-after", "")
+            raise _Retryable(f"HTTP {resp.status_code}",
+                             min(float(after), p.max_backoff_s) if after.replace(".", "", 1).isdigit() else None)
+
+        def stop(state: tenacity.RetryCallState) -> bool:
+            if state.attempt_number > p.max_retries:
+                return True
             if not self._may_retry():
-                last += " (retry budget spent)"
-                break
+                state.outcome.exception().cause += " (retry budget spent)"
+                return True
             self.retries += 1
-            if wait is None:
-                wait = random.uniform(0, min(p.max_backoff_s, p.backoff_s * 2 ** attempt))
-            await asyncio.sleep(wait)
-        raise ProviderError(self.name, f"{method} {url} failed after {attempt + 1} attempt(s): {last}")
+            return False
+
+        jitter = tenacity.wait_random_exponential(multiplier=p.backoff_s, max=p.max_backoff_s)  # full jitter
+
+        def wait(state: tenacity.RetryCallState) -> float:
+            after = state.outcome.exception().retry_after
+            return jitter(state) if after is None else after
+
+        retrying = tenacity.AsyncRetrying(retry=tenacity.retry_if_exception_type(_Retryable), stop=stop, wait=wait,
+                                          reraise=True)
+        try:
+            return await retrying(once)
+        except _Retryable as exc:
+            raise ProviderError(self.name, f"{method} {url} failed after {retrying.statistics['attempt_number']} "
+                                           f"attempt(s): {exc.cause}") from None
+
+
+class _Retryable(Exception):
+    """A timeout, an unreachable host, 429 or 5xx: ``cause`` says which; ``retry_after`` is the server's
+    ``Retry-After`` in seconds (capped at ``max_backoff_s``), or None."""
+
+    def __init__(self, cause: str, retry_after: float | None = None) -> None:
+        super().__init__(cause)
+        self.cause, self.retry_after = cause, retry_after
 
 
 @functools.lru_cache(maxsize=1)

@@ -22,10 +22,10 @@ import logging
 from pathlib import Path
 from typing import Any, Optional
 
-import attrs
 import typer
 
 from skyrl_core.errors import ConfigError, SkyrlError
+from skyrl_core.keymap import KeyMapping, model_path, task_rows
 
 from . import compat
 from .generator import ENV_CLASS
@@ -33,15 +33,6 @@ from .generator import ENV_CLASS
 log = logging.getLogger(__name__)
 
 INFERENCE_BACKENDS = ("vllm",)
-
-
-@attrs.define(frozen=True)
-class KeyMapping:
-    """One documented mapping: the skyrl key, the SkyRL-train key(s) it sets, and how."""
-
-    skyrl: str
-    skyrl_train: str
-    note: str
 
 
 KEY_MAP: tuple[KeyMapping, ...] = (
@@ -116,19 +107,6 @@ FIXED = {
 _OPTIONS = {"step_wise", "num_engines", "tensor_parallel_size", "strategy", "skyrl_train_overrides"}
 
 
-def _resolve_model_path(model: str) -> str:
-    path = Path(model).expanduser()
-    if path.is_dir():
-        return str(path.resolve())
-    from skyrl_core.default_plugins.engines.models import resolve_model
-
-    try:
-        return str(resolve_model(model))
-    except Exception as exc:  # noqa: BLE001 - a hub name SkyRL-train loads itself
-        log.info("model %r is not a bundled model (%s); SkyRL-train will load it by name", model, exc)
-        return model
-
-
 def check_supported(config: Any, *, launching: bool = True) -> None:
     """Raise ConfigError naming the skyrl key for every setting SkyRL-train cannot honour."""
     bc = config.backend
@@ -173,7 +151,7 @@ def skyrl_train_overrides(config: Any, *, train_data: str, val_data: str, n_gpus
     out = Path(output_dir or "runs/skyrl-train").resolve()
     tr, alg, pol = "trainer.", "trainer.algorithm.", "trainer.policy."
     ov: dict[str, Any] = {
-        f"{pol}model.path": _resolve_model_path(config.model),
+        f"{pol}model.path": model_path(config.model, "SkyRL-train", by_name=True),
         "generator.inference_engine.backend": config.engine.type,
         "generator.inference_engine.num_engines": engines,
         "generator.inference_engine.tensor_parallel_size": tp,
@@ -262,27 +240,15 @@ def write_dataset(config: Any, split: str, path: str | Path) -> int:
     builder's messages, which SkyRL-train tokenises to filter over-long prompts), ``env_class`` ``skyrl``, and
     the ``env_extras`` the generator reads: ``skyrl_task_index``, ``skyrl_instance_id``, ``skyrl_split``.
     Returns the row count. Raises ConfigError naming ``tasks.N`` when a task yields no instances."""
-    from skyrl_core.plugins import get_registry
-
-    registry = get_registry()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     rows = 0
     with path.open("w") as fh:
-        for ti, tc in enumerate(config.tasks):
-            task = registry.get("tasks", tc.name)
-            spec = tc.data if split == "train" else (tc.eval_data or tc.data)
-            instances = task.select(spec)
-            if not instances:
-                raise ConfigError(f"config key 'tasks.{ti}' ({tc.name}): no {split} instances")
-            builder = registry.get("instruction_builders", tc.instruction_builder or task.instruction_builder)
-            for inst in instances:
-                messages = builder(inst, task)
-                fh.write(json.dumps({"prompt": [{"role": m["role"], "content": m.get("content") or ""}
-                                                for m in messages],
-                                     "env_class": ENV_CLASS, "skyrl_task_index": ti,
-                                     "skyrl_instance_id": str(inst.id), "skyrl_split": split}) + "\n")
-                rows += 1
+        for ti, _, inst, messages in task_rows(config, split):
+            fh.write(json.dumps({"prompt": [{"role": m["role"], "content": m.get("content") or ""} for m in messages],
+                                 "env_class": ENV_CLASS, "skyrl_task_index": ti, "skyrl_instance_id": str(inst.id),
+                                 "skyrl_split": split}) + "\n")
+            rows += 1
     return rows
 
 

@@ -73,7 +73,7 @@ def test_every_mapped_key_is_documented_in_the_readme():
     text = README.read_text()
     rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `([^`]+)` \| `([^`]+)` \|", text, re.M)}
     for km in KEY_MAP:
-        assert rows.get(km.skyrl) == km.skyrl_train, f"README row for {km.skyrl} missing or stale"
+        assert rows.get(km.skyrl) == km.upstream, f"README row for {km.skyrl} missing or stale"
     assert len(rows) == len(KEY_MAP)
 
 

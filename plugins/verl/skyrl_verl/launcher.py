@@ -19,10 +19,10 @@ import logging
 from pathlib import Path
 from typing import Any, Optional
 
-import attrs
 import typer
 
 from skyrl_core.errors import ConfigError
+from skyrl_core.keymap import KeyMapping, hydra_overrides, model_path, task_rows
 
 log = logging.getLogger(__name__)
 
@@ -31,15 +31,6 @@ AGENT_LOOP_TARGET = "skyrl_verl.agent_loop.SkyrlAgentLoop"
 ROLLOUT_ENGINES = ("vllm", "sglang")
 # the example config this plugin documents and ships (``skyrl train verl:gsm8k``)
 REPO_EXAMPLE = Path(__file__).resolve().parent / "examples" / "gsm8k.yaml"
-
-
-@attrs.define(frozen=True)
-class KeyMapping:
-    """One documented mapping: the skyrl key, the VeRL key(s) it sets, and how."""
-
-    skyrl: str
-    verl: str
-    note: str
 
 
 KEY_MAP: tuple[KeyMapping, ...] = (
@@ -99,19 +90,6 @@ KEY_MAP: tuple[KeyMapping, ...] = (
 )
 
 
-def _resolve_model_path(model: str) -> str:
-    path = Path(model).expanduser()
-    if path.is_dir():
-        return str(path.resolve())
-    from skyrl_core.default_plugins.engines.models import resolve_model
-
-    try:
-        return str(resolve_model(model))
-    except Exception as exc:  # noqa: BLE001 - any failure means the name is not a usable model
-        raise ConfigError(f"config key 'model': '{model}' is neither a local Hugging Face directory nor a bundled "
-                          f"model VeRL can load ({exc})") from None
-
-
 def check_supported(config: Any) -> None:
     """Raise ConfigError naming the skyrl key for every setting a VeRL launch cannot honour."""
     from .backend import check_backend_config
@@ -139,55 +117,55 @@ def verl_overrides(config: Any, *, train_files: str, val_files: str, n_gpus_per_
     bc, s, t = config.backend, config.sampling, config.train
     ctx = config.agent.max_context_tokens
     workers = max(1, -(-config.dispatcher.max_parallel_agents // 8))
-    a = "actor_rollout_ref.actor."
-    r = "actor_rollout_ref.rollout."
-    ov = [
-        f"actor_rollout_ref.model.path={_resolve_model_path(config.model)}",
-        f"{r}name={config.engine.type}", f"{r}mode=async",
-        f"{r}temperature={s.temperature}", f"{r}top_p={s.top_p}", f"{r}top_k={s.top_k}", f"{r}n={s.n_samples}",
-        f"{r}calculate_log_probs=true",
-        f"{r}multi_turn.max_assistant_turns={config.agent.max_turns}",
-        f"{r}agent.default_agent_loop={AGENT_LOOP_NAME}", f"{r}agent.num_workers={workers}",
-        f"{r}seed={t.seed}",
-        f"data.max_prompt_length={ctx}", f"data.max_response_length={ctx}",
-        f"data.train_batch_size={t.batch_size}", f"data.seed={t.seed}",
-        f"data.train_files={train_files}", f"data.val_files={val_files}",
-        "data.return_raw_chat=true",
-        f"trainer.total_training_steps={t.steps}",
-        f"trainer.test_freq={t.eval_every or -1}", f"trainer.save_freq={t.checkpoint_every or -1}",
-        f"trainer.val_before_train={str(t.eval_at_start).lower()}",
-        f"trainer.n_gpus_per_node={n_gpus_per_node}", f"trainer.nnodes={nnodes}",
-        f"trainer.project_name={config.logging.wandb_project}",
-        "trainer.logger=[console,wandb]" if config.logging.wandb else "trainer.logger=[console]",
-        f"algorithm.adv_estimator={bc.advantage}",
-        f"algorithm.norm_adv_by_std_in_grpo={str(bc.std_normalize).lower()}",
-        "algorithm.use_kl_in_reward=false",
-        f"{a}optim.lr={bc.lr}", f"{a}optim.betas=[{bc.betas[0]},{bc.betas[1]}]",
-        f"{a}optim.weight_decay={bc.weight_decay}", f"{a}grad_clip={bc.max_grad_norm}",
-        f"{a}clip_ratio={bc.clip}", f"{a}clip_ratio_low={bc.clip}",
-        f"{a}clip_ratio_high={bc.clip if bc.clip_high is None else bc.clip_high}",
-        f"{a}use_kl_loss={str(bc.kl_coef > 0).lower()}", f"{a}kl_loss_coef={bc.kl_coef}",
-        f"{a}kl_loss_type=low_var_kl", f"{a}entropy_coeff={bc.entropy_coef}",
-        f"{a}ppo_mini_batch_size={t.batch_size // bc.mini_batches}",
-        f"{a}use_dynamic_bsz=true", f"{a}ppo_max_token_len_per_gpu={max(bc.micro_batch_tokens, 2 * ctx)}",
-        f"actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu={max(bc.micro_batch_tokens, 2 * ctx)}",
-        f"{a}policy_loss.loss_mode={bc.options.get('loss_mode', 'vanilla')}",
-        f"{a}loss_agg_mode={bc.options.get('loss_agg_mode', 'token-mean')}",
-        f"{a}clip_ratio_c={float(bc.options.get('clip_ratio_c', 3.0))}",
-        f"actor_rollout_ref.model.enable_gradient_checkpointing={str(bc.gradient_checkpointing).lower()}",
-    ]
+    a, r = "actor_rollout_ref.actor.", "actor_rollout_ref.rollout."
+    tokens_per_gpu = max(bc.micro_batch_tokens, 2 * ctx)
+    ov: dict[str, Any] = {
+        "actor_rollout_ref.model.path": model_path(config.model, "VeRL"),
+        f"{r}name": config.engine.type, f"{r}mode": "async",
+        f"{r}temperature": s.temperature, f"{r}top_p": s.top_p, f"{r}top_k": s.top_k, f"{r}n": s.n_samples,
+        f"{r}calculate_log_probs": True,
+        f"{r}multi_turn.max_assistant_turns": config.agent.max_turns,
+        f"{r}agent.default_agent_loop": AGENT_LOOP_NAME, f"{r}agent.num_workers": workers,
+        f"{r}seed": t.seed,
+        "data.max_prompt_length": ctx, "data.max_response_length": ctx,
+        "data.train_batch_size": t.batch_size, "data.seed": t.seed,
+        "data.train_files": train_files, "data.val_files": val_files,
+        "data.return_raw_chat": True,
+        "trainer.total_training_steps": t.steps,
+        "trainer.test_freq": t.eval_every or -1, "trainer.save_freq": t.checkpoint_every or -1,
+        "trainer.val_before_train": t.eval_at_start,
+        "trainer.n_gpus_per_node": n_gpus_per_node, "trainer.nnodes": nnodes,
+        "trainer.project_name": config.logging.wandb_project,
+        "trainer.logger": ["console", "wandb"] if config.logging.wandb else ["console"],
+        "algorithm.adv_estimator": bc.advantage,
+        "algorithm.norm_adv_by_std_in_grpo": bc.std_normalize,
+        "algorithm.use_kl_in_reward": False,
+        f"{a}optim.lr": bc.lr, f"{a}optim.betas": list(bc.betas[:2]),
+        f"{a}optim.weight_decay": bc.weight_decay, f"{a}grad_clip": bc.max_grad_norm,
+        f"{a}clip_ratio": bc.clip, f"{a}clip_ratio_low": bc.clip,
+        f"{a}clip_ratio_high": bc.clip if bc.clip_high is None else bc.clip_high,
+        f"{a}use_kl_loss": bc.kl_coef > 0, f"{a}kl_loss_coef": bc.kl_coef,
+        f"{a}kl_loss_type": "low_var_kl", f"{a}entropy_coeff": bc.entropy_coef,
+        f"{a}ppo_mini_batch_size": t.batch_size // bc.mini_batches,
+        f"{a}use_dynamic_bsz": True, f"{a}ppo_max_token_len_per_gpu": tokens_per_gpu,
+        f"{r}log_prob_max_token_len_per_gpu": tokens_per_gpu,
+        f"{a}policy_loss.loss_mode": bc.options.get("loss_mode", "vanilla"),
+        f"{a}loss_agg_mode": bc.options.get("loss_agg_mode", "token-mean"),
+        f"{a}clip_ratio_c": float(bc.options.get("clip_ratio_c", 3.0)),
+        "actor_rollout_ref.model.enable_gradient_checkpointing": bc.gradient_checkpointing,
+    }
     if bc.tis_cap is not None:
-        ov += ["algorithm.rollout_correction.rollout_is=token",
-               f"algorithm.rollout_correction.rollout_is_threshold={bc.tis_cap}"]
+        ov.update({"algorithm.rollout_correction.rollout_is": "token",
+                   "algorithm.rollout_correction.rollout_is_threshold": bc.tis_cap})
     if bc.lora is not None:
-        ov += [f"actor_rollout_ref.model.lora_rank={bc.lora.r}", f"actor_rollout_ref.model.lora_alpha={bc.lora.alpha}",
-               f"actor_rollout_ref.model.target_modules=[{','.join(bc.lora.target_modules)}]"]
+        ov.update({"actor_rollout_ref.model.lora_rank": bc.lora.r, "actor_rollout_ref.model.lora_alpha": bc.lora.alpha,
+                   "actor_rollout_ref.model.target_modules": list(bc.lora.target_modules)})
     if output_dir is not None:
-        ov.append(f"trainer.default_local_dir={Path(output_dir).resolve() / 'checkpoints'}")
+        ov["trainer.default_local_dir"] = Path(output_dir).resolve() / "checkpoints"
     extra = bc.options.get("verl_overrides", [])
     if not isinstance(extra, list) or not all(isinstance(x, str) and "=" in x for x in extra):
         raise ConfigError("config key 'backend.options.verl_overrides' must be a list of 'key=value' strings")
-    return ov + list(extra)
+    return hydra_overrides(ov) + list(extra)
 
 
 def build_verl_config(config: Any, *, train_files: str = "train.parquet", val_files: str = "val.parquet",
@@ -224,21 +202,9 @@ def write_task_parquet(config: Any, split: str, path: str | Path) -> int:
     count. Raises ConfigError naming ``tasks.N`` when a task yields no instances."""
     import pandas as pd
 
-    from skyrl_core.plugins import get_registry
-
-    registry = get_registry()
-    rows = []
-    for ti, tc in enumerate(config.tasks):
-        task = registry.get("tasks", tc.name)
-        spec = tc.data if split == "train" else (tc.eval_data or tc.data)
-        instances = task.select(spec)
-        if not instances:
-            raise ConfigError(f"config key 'tasks.{ti}' ({tc.name}): no {split} instances")
-        builder = registry.get("instruction_builders", tc.instruction_builder or task.instruction_builder)
-        for inst in instances:
-            rows.append({"prompt": builder(inst, task), "agent_name": AGENT_LOOP_NAME, "data_source": tc.name,
-                         "extra_info": {"task_index": ti, "instance_id": inst.id, "split": split,
-                                        "index": len(rows)}})
+    rows = [{"prompt": messages, "agent_name": AGENT_LOOP_NAME, "data_source": name,
+             "extra_info": {"task_index": ti, "instance_id": inst.id, "split": split, "index": index}}
+            for index, (ti, name, inst, messages) in enumerate(task_rows(config, split))]
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_parquet(path)

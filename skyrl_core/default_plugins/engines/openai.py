@@ -44,6 +44,10 @@ class _Rejected(Exception):
         self.status = status
 
 
+class _Retryable(Exception):
+    """A connection error, timeout, 429 or 5xx: worth another attempt; the message is the cause."""
+
+
 class OpenAIEngine(Engine):
     """Generate through an OpenAI-compatible HTTP server.
 
@@ -119,33 +123,38 @@ class OpenAIEngine(Engine):
         return self._client
 
     async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        """POST JSON with retries. Raises _Rejected for a 4xx refusal, EngineError once retries are spent."""
+        """POST JSON with retries (tenacity: ``retries`` more attempts after a connection error, timeout, 429 or
+        5xx, waiting 0.5 s, 1 s, 2 s ... up to 8 s between them). Raises _Rejected for a 4xx refusal, EngineError
+        once retries are spent."""
         import httpx
+        import tenacity
 
         client = self._http()
         url = self.base_url + path
-        cause = ""
-        for attempt in range(self.retries + 1):
-            if attempt:
-                await asyncio.sleep(min(0.5 * 2 ** (attempt - 1), 8.0))
+
+        async def once() -> httpx.Response:
             try:
                 resp = await client.post(url, json=body)
             except httpx.TimeoutException:
-                cause = f"timed out after {self.timeout_s:g} s (engine.timeout_s)"
-                continue
+                raise _Retryable(f"timed out after {self.timeout_s:g} s (engine.timeout_s)") from None
             except httpx.TransportError as exc:
-                cause = f"{type(exc).__name__}: {exc or 'connection failed'}"
-                continue
+                raise _Retryable(f"{type(exc).__name__}: {exc or 'connection failed'}") from None
             if resp.status_code == 429 or resp.status_code >= 500:
-                cause = f"HTTP {resp.status_code}: {_message(resp)}"
-                continue
-            if resp.status_code >= 400:
-                raise _Rejected(resp.status_code, _message(resp))
-            try:
-                return resp.json()
-            except ValueError:
-                raise EngineError(f"openai engine: {url} answered with non-JSON: {resp.text[:200]!r}") from None
-        raise EngineError(f"openai engine: POST {url} failed after {self.retries + 1} attempt(s): {cause}")
+                raise _Retryable(f"HTTP {resp.status_code}: {_message(resp)}")
+            return resp
+
+        try:
+            resp = await tenacity.AsyncRetrying(
+                retry=tenacity.retry_if_exception_type(_Retryable), stop=tenacity.stop_after_attempt(self.retries + 1),
+                wait=tenacity.wait_exponential(multiplier=0.5, max=8.0), reraise=True)(once)
+        except _Retryable as exc:
+            raise EngineError(f"openai engine: POST {url} failed after {self.retries + 1} attempt(s): {exc}") from None
+        if resp.status_code >= 400:
+            raise _Rejected(resp.status_code, _message(resp))
+        try:
+            return resp.json()
+        except ValueError:
+            raise EngineError(f"openai engine: {url} answered with non-JSON: {resp.text[:200]!r}") from None
 
     # -- generate ------------------------------------------------------------------------------------------
     async def generate(self, input_ids: list[int], sampling: SamplingParams) -> GenerationOutput:
