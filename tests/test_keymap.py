@@ -1,4 +1,4 @@
-"""The key-mapping helper the VeRL and SkyRL-train launchers share (skyrl_core.keymap)."""
+"""The key-mapping helper the VeRL and SkyRL-train launchers share (skyrl_core.default_plugins.trainer.keymap)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from skyrl_core.config import config_from_dict
 from skyrl_core.errors import ConfigError
-from skyrl_core.keymap import hydra_overrides, model_path, task_rows
+from skyrl_core.default_plugins.trainer.keymap import hydra_overrides, model_path, task_rows
 
 
 def test_hydra_overrides_write_values_as_hydra_reads_them():

@@ -25,7 +25,7 @@ from typing import Any, Optional
 import typer
 
 from skyrl_core.errors import ConfigError, SkyrlError
-from skyrl_core.keymap import KeyMapping, model_path, task_rows
+from skyrl_core.default_plugins.trainer.keymap import KeyMapping, model_path, task_rows
 
 from . import compat
 from .generator import ENV_CLASS

@@ -22,7 +22,7 @@ from typing import Any, Optional
 import typer
 
 from skyrl_core.errors import ConfigError
-from skyrl_core.keymap import KeyMapping, hydra_overrides, model_path, task_rows
+from skyrl_core.default_plugins.trainer.keymap import KeyMapping, hydra_overrides, model_path, task_rows
 
 log = logging.getLogger(__name__)
 

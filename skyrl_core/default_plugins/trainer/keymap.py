@@ -1,4 +1,5 @@
-"""Mapping a skyrl config onto an upstream trainer's config: the part the VeRL and SkyRL-train launchers share.
+"""Mapping a skyrl config onto an upstream trainer's config: the part the VeRL and SkyRL-train launchers share (kept
+with the built-in trainer, not in the core: it resolves models through the built-in engines' GGUF conversion).
 
 A launcher states its mapping as a table of :class:`KeyMapping` rows (its README shows the table; a test keeps
 the two in step) and builds a flat ``{dotted upstream key: value}`` dict from a skyrl
@@ -15,7 +16,7 @@ from typing import Any, Iterator
 
 import attrs
 
-from .errors import ConfigError
+from skyrl_core.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ def model_path(model: str, upstream: str, *, by_name: bool = False) -> str:
     path = Path(model).expanduser()
     if path.is_dir():
         return str(path.resolve())
-    from .models import resolve_model
+    from ..engines.models import resolve_model
 
     try:
         return str(resolve_model(model))
@@ -68,7 +69,7 @@ def task_rows(config: Any, split: str) -> Iterator[tuple[int, str, Any, list[dic
     """``(task index, task name, instance, prompt messages)`` for every instance of ``split`` (``"train"``: each
     task's ``data``; otherwise its ``eval_data``, or ``data`` when it has none), the prompt built by the task's
     instruction builder. Raises ConfigError naming ``tasks.N`` when a task yields no instances."""
-    from .plugins import get_registry
+    from skyrl_core.plugins import get_registry
 
     registry = get_registry()
     for ti, tc in enumerate(config.tasks):
