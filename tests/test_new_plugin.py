@@ -1,6 +1,7 @@
-"""`skyrl new plugin`: the template generates the documented layout, refuses bad names, and the generated plugin
-installs, is listed by `skyrl plugins` with its capabilities, passes its own tests (a real `skyrl eval` of two
-instances included) and uninstalls."""
+"""`skyrl new plugin`: the template (its only copy: cookiecutter/skyrl-plugin) generates the documented layout,
+refuses bad names, works from a wheel and from an editable install, and the generated plugin's CI workflow runs as
+written in a fresh venv: skyrl installed from a checkout's path, the plugin listed by `skyrl plugins` with its
+capabilities and passing its own tests (a real `skyrl eval` of two instances included)."""
 
 from __future__ import annotations
 
@@ -221,28 +222,36 @@ def _imported_from(python: Path, env: dict, cwd: Path) -> str:
                           capture_output=True, text=True, check=True).stdout.strip()
 
 
-def test_skyrl_new_plugin_works_from_the_wheel(tmp_path):
-    """Built as a wheel and installed in a fresh venv, run outside the checkout: the wheel carries the template
-    (its only copy is cookiecutter/ at the repository root) and generates the documented layout."""
-    wheels = tmp_path / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels),
-                    str(ROOT)], check=True, capture_output=True)
+@pytest.mark.parametrize("install", ["wheel", "editable"])
+def test_skyrl_new_plugin_works_when_installed(tmp_path, install):
+    """Installed into a fresh venv from a built wheel (which carries the template; its only copy is cookiecutter/ at
+    the repository root) or editable (which uses the checkout's copy), and run outside the checkout: `skyrl new
+    plugin` generates the documented layout."""
     python, env = _fresh_venv(tmp_path / "venv", with_pip=False)
-    wheel = next(wheels.glob("skyrl_core-*.whl"))
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index",
-                    str(wheel)], env=env, check=True, capture_output=True)
-    _share_dependencies(python)
+    pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps"]
+    if install == "wheel":
+        wheels = tmp_path / "wheels"
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
+                        str(wheels), str(ROOT)], check=True, capture_output=True)
+        subprocess.run(pip + ["--no-index", str(next(wheels.glob("skyrl_core-*.whl")))], env=env, check=True,
+                       capture_output=True)
+        _share_dependencies(python)
+    else:
+        _share_dependencies(python)  # setuptools, for the build without isolation
+        subprocess.run(pip + ["--no-build-isolation", "-e", str(ROOT)], env=env, check=True, capture_output=True)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    assert _imported_from(python, env, elsewhere).startswith(str(tmp_path / "venv" / "lib"))
+    where = _imported_from(python, env, elsewhere)
+    assert where.startswith(str(tmp_path / "venv" / "lib")) if install == "wheel" else \
+        where == str(ROOT / "skyrl_core" / "__init__.py")
     proc = subprocess.run([str(tmp_path / "venv" / "bin" / "skyrl"), "new", "plugin", "letter-count", "--no-input"],
                           env={**env, "SKYRL_LOAD_PLUGINS": ""}, cwd=elsewhere, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = elsewhere / "skyrl-letter-count"
     assert _tree(out) == EXPECTED_TREE
     assert _tree(out) == _tree(generate_plugin("letter-count", tmp_path / "from-checkout"))
-    flow = (out / ".github/workflows/test.yml").read_text()
-    assert 'repository: "OWNER/skyrl", ref: "main"' in flow  # a wheel knows no repository: the placeholders
+    if install == "wheel":  # a wheel knows no repository: the placeholders
+        assert 'repository: "OWNER/skyrl", ref: "main"' in (out / ".github/workflows/test.yml").read_text()
 
 
 @pytest.mark.slow
