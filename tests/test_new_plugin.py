@@ -1,11 +1,13 @@
-"""`skyrl new plugin`: the template generates the documented layout, refuses bad names, and the generated plugin
-installs, is listed by `skyrl plugins` with its capabilities, passes its own tests (a real `skyrl eval` of two
-instances included) and uninstalls."""
+"""`skyrl new plugin`: the template (its only copy: cookiecutter/skyrl-plugin) generates the documented layout,
+refuses bad names, works from a wheel and from an editable install, and the generated plugin's CI workflow runs as
+written in a fresh venv: skyrl installed from a checkout's path, the plugin listed by `skyrl plugins` with its
+capabilities and passing its own tests (a real `skyrl eval` of two instances included)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from skyrl_core.cli import main
-from skyrl_core.default_plugins.scaffold import TEMPLATE, generate_plugin, plugin_names
+from skyrl_core.default_plugins.scaffold import find_template, generate_plugin, plugin_names, skyrl_checkout
 from skyrl_core.errors import SkyrlError
 
 EXPECTED_TREE = [
@@ -29,9 +31,15 @@ def _tree(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
 
 
-def test_template_ships_inside_the_package():
-    assert (TEMPLATE / "cookiecutter.json").is_file()
+ROOT = Path(__file__).resolve().parents[1]
+TEMPLATE = ROOT / "cookiecutter" / "skyrl-plugin"
+
+
+def test_the_template_is_the_checkouts_only_copy():
+    """The design card's top level: cookiecutter/skyrl-plugin, and no second copy inside the package."""
+    assert find_template() == TEMPLATE
     assert json.loads((TEMPLATE / "cookiecutter.json").read_text())["plugin_name"] == "my-task"
+    assert not list((ROOT / "skyrl_core").rglob("cookiecutter.json"))
 
 
 def test_generates_the_documented_layout(tmp_path):
@@ -94,30 +102,6 @@ def test_cli_bad_name_is_one_line_error(tmp_path, capsys):
     assert "plugin name 'Bad_Name' is not valid" in err and "Traceback" not in err
 
 
-@pytest.mark.slow
-def test_generated_plugin_installs_lists_passes_its_tests_and_uninstalls(tmp_path):
-    out = generate_plugin("tmpl-check", tmp_path)
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", str(out)],
-                         capture_output=True, text=True)
-    assert pip.returncode == 0, pip.stderr
-    env = {k: v for k, v in os.environ.items() if k != "SKYRL_LOAD_PLUGINS"}
-    try:
-        listing = subprocess.run([sys.executable, "-m", "skyrl_core.cli", "plugins", "--json"], capture_output=True,
-                                 text=True, env=env, check=True)
-        plugin = {p["name"]: p for p in json.loads(listing.stdout)}["tmpl_check"]
-        assert plugin["distribution"] == "skyrl-tmpl-check"
-        assert plugin["capabilities"]["tasks"] == ["tmpl_check_count"]
-        tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-                               capture_output=True, text=True, env=env, cwd=str(out))
-        assert tests.returncode == 0, tests.stdout[-3000:]
-        assert "11 passed" in tests.stdout, tests.stdout[-1500:]
-    finally:
-        subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", "-q", "skyrl-tmpl-check"], capture_output=True)
-    gone = subprocess.run([sys.executable, "-m", "skyrl_core.cli", "plugins", "--json"], capture_output=True,
-                          text=True, env=env, check=True)
-    assert "tmpl_check" not in [p["name"] for p in json.loads(gone.stdout)]
-
-
 def _new_plugin_cli(tmp_path, *args, answers=""):
     """`skyrl new plugin ...` on a terminal-less stdin holding ``answers``: (rc, stdout, stderr)."""
     proc = subprocess.run([sys.executable, "-m", "skyrl_core.cli", "new", "plugin", *args, "--output-dir",
@@ -163,21 +147,129 @@ def test_the_templates_hook_refuses_edited_derived_names(tmp_path):
 
 
 def test_the_generated_workflow_installs_what_a_user_can(tmp_path):
-    """The workflow pins the CPU torch and installs skyrl-core from a source pip can reach (this checkout here;
-    skyrl-core is on no package index), the same lines as the generated README's install."""
+    """The workflow pins the CPU torch from PyTorch's CPU index and installs skyrl from a checkout of its repository
+    (skyrl is on no package index), the same lines as the generated README's install; the repository and commit
+    it checks out are this checkout's."""
     import yaml
 
     out = generate_plugin("flow-check", tmp_path)
     flow = yaml.safe_load((out / ".github/workflows/test.yml").read_text())
-    runs = [s["run"] for s in flow["jobs"]["test"]["steps"] if "run" in s]
-    assert "pip install torch==2.13.0" in runs
-    assert 'pip install "skyrl-core[hf] @ $SKYRL_CORE"' in runs
-    source = flow["env"]["SKYRL_CORE"]
-    assert source == Path(__file__).resolve().parents[1].as_uri()
+    steps = flow["jobs"]["test"]["steps"]
+    runs = [s["run"] for s in steps if "run" in s]
+    assert "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in runs
+    assert "pip install './.skyrl[hf]'" in runs
+    checkout = [s["with"] for s in steps if "repository" in s.get("with", {})]
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    assert checkout == [{"repository": checkout[0]["repository"], "ref": head.strip() or "main", "path": ".skyrl"}]
+    assert re.fullmatch(r"[\w.-]+/[\w.-]+", checkout[0]["repository"])  # owner/name, or the OWNER/skyrl placeholder
     readme = (out / "README.md").read_text()
     for line in runs[1:-1]:
         assert line in readme, line
 
 
-# The workflow's steps themselves run as written in CI, after the README commands in the same fresh venv:
-# scripts/readme-commands (a .ci/run suite); 945 s on this loaded machine (load 10-12), so not a pytest case.
+@pytest.mark.parametrize("origin, repository", [("git@github.com:ada/skyrl.git", "ada/skyrl"),
+                                                 ("https://github.com/ada/sky-rl", "ada/sky-rl"),
+                                                 ("https://gitlab.com/ada/skyrl.git", "OWNER/skyrl")])
+def test_the_workflow_checks_out_the_repository_and_commit_skyrl_runs_from(tmp_path, origin, repository):
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(git + ["commit", "-q", "--allow-empty", "-m", "x"], check=True)
+    subprocess.run(git + ["remote", "add", "origin", origin], check=True)
+    head = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    assert skyrl_checkout(tmp_path) == {"skyrl_repository": repository, "skyrl_ref": head}
+
+
+def _readme_commands():
+    """scripts/readme-commands as a module: its `workflow_steps` runs a generated plugin's workflow."""
+    import importlib.machinery
+    import importlib.util
+
+    loader = importlib.machinery.SourceFileLoader("readme_commands", str(ROOT / "scripts" / "readme-commands"))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader("readme_commands", loader))
+    loader.exec_module(module)
+    return module
+
+
+def _fresh_venv(path: Path, with_pip: bool = True) -> tuple[Path, dict]:
+    """A fresh venv (with its own pip, or without: ensurepip takes 15 s on a loaded machine), and the env to run in
+    it (its bin/ first, nothing of the checkout on PYTHONPATH). Call :func:`_share_dependencies` after installing
+    skyrl-core."""
+    subprocess.run([sys.executable, "-m", "venv", str(path)] + ([] if with_pip else ["--without-pip"]), check=True,
+                   capture_output=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "SKYRL_LOAD_PLUGINS")}
+    ours = str(Path(sys.prefix) / "bin")  # this interpreter's venv: its scripts would run outside the fresh one
+    env["PATH"] = ":".join([str(path / "bin")] + [p for p in env["PATH"].split(":") if p != ours])
+    return path / "bin" / "python", env
+
+
+def _share_dependencies(python: Path) -> None:
+    """Put this interpreter's site-packages after the venv's own (a .pth line), so skyrl-core's dependencies (torch,
+    transformers, ...) are not installed again while skyrl-core and the plugin are the venv's own. The editable
+    installs there stay out: their finders come from .pth files, which a plain path line does not run."""
+    import sysconfig
+
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    Path(site, "_shared_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    # pip finds pytest satisfied there and writes no script for it: the one it would have written
+    script = python.parent / "pytest"
+    script.write_text(f"#!{python}\nimport sys\nfrom pytest import console_main\nsys.exit(console_main())\n")
+    script.chmod(0o755)
+
+
+def _imported_from(python: Path, env: dict, cwd: Path) -> str:
+    return subprocess.run([str(python), "-c", "import skyrl_core; print(skyrl_core.__file__)"], env=env, cwd=cwd,
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.mark.parametrize("install", ["wheel", "editable"])
+def test_skyrl_new_plugin_works_when_installed(tmp_path, install):
+    """Installed into a fresh venv from a built wheel (which carries the template; its only copy is cookiecutter/ at
+    the repository root) or editable (which uses the checkout's copy), and run outside the checkout: `skyrl new
+    plugin` generates the documented layout."""
+    python, env = _fresh_venv(tmp_path / "venv", with_pip=False)
+    pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps"]
+    if install == "wheel":
+        wheels = tmp_path / "wheels"
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
+                        str(wheels), str(ROOT)], check=True, capture_output=True)
+        subprocess.run(pip + ["--no-index", str(next(wheels.glob("skyrl_core-*.whl")))], env=env, check=True,
+                       capture_output=True)
+        _share_dependencies(python)
+    else:
+        _share_dependencies(python)  # setuptools, for the build without isolation
+        subprocess.run(pip + ["--no-build-isolation", "-e", str(ROOT)], env=env, check=True, capture_output=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    where = _imported_from(python, env, elsewhere)
+    assert where.startswith(str(tmp_path / "venv" / "lib")) if install == "wheel" else \
+        where == str(ROOT / "skyrl_core" / "__init__.py")
+    proc = subprocess.run([str(tmp_path / "venv" / "bin" / "skyrl"), "new", "plugin", "letter-count", "--no-input"],
+                          env={**env, "SKYRL_LOAD_PLUGINS": ""}, cwd=elsewhere, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = elsewhere / "skyrl-letter-count"
+    assert _tree(out) == EXPECTED_TREE
+    assert _tree(out) == _tree(generate_plugin("letter-count", tmp_path / "from-checkout"))
+    if install == "wheel":  # a wheel knows no repository: the placeholders
+        assert 'repository: "OWNER/skyrl", ref: "main"' in (out / ".github/workflows/test.yml").read_text()
+
+
+@pytest.mark.slow
+def test_the_generated_workflow_runs_as_written(tmp_path):
+    """The generated plugin's CI workflow, its `run:` lines as written (scripts/readme-commands' `workflow_steps`),
+    from the plugin's directory in a fresh venv, with this checkout linked where the workflow checks skyrl out:
+    skyrl-core installs from the checkout's path, the plugin installs, and its tests pass (listing by `skyrl
+    plugins`, tool, splits, verifier attacks, a real `skyrl eval` of two rows). torch and the other dependencies
+    come from the shared site-packages (so pip finds them satisfied and downloads nothing); skyrl-core and the
+    plugin are the venv's own."""
+    python, env = _fresh_venv(tmp_path / "venv")
+    _share_dependencies(python)
+    plugin = generate_plugin("flow-run", tmp_path)
+    steps = _readme_commands().workflow_steps(plugin, ROOT, Path(sys.executable), env)
+    assert [cwd for _label, cwd, _env, _script in steps] == [plugin] * len(steps)
+    for _label, cwd, step_env, script in steps:
+        proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=cwd, env=step_env, capture_output=True,
+                              text=True, stdin=subprocess.DEVNULL)
+        assert proc.returncode == 0, f"{script}\n{(proc.stdout + proc.stderr)[-3000:]}"
+    assert "11 passed" in proc.stdout, proc.stdout[-1500:]
+    assert _imported_from(python, env, plugin).startswith(str(tmp_path / "venv" / "lib"))

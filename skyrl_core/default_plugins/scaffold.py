@@ -1,6 +1,9 @@
-"""Built-in command ``skyrl new plugin NAME``: generate a plugin distribution from the template that ships in
-``skyrl_core/templates/skyrl-plugin`` (a cookiecutter template; cookiecutter is imported only when the command
-runs, so ``skyrl --help`` stays fast).
+"""Built-in command ``skyrl new plugin NAME``: generate a plugin distribution from the cookiecutter template
+(cookiecutter is imported only when the command runs, so ``skyrl --help`` stays fast).
+
+The template's only copy is ``cookiecutter/skyrl-plugin/`` at the repository root. A wheel carries it as
+``skyrl_core/_template/skyrl-plugin`` (copied there by ``setup.py``'s build hook); a checkout or an editable
+install uses the repository's copy (:func:`find_template`).
 
 The template's layout is the one every plugin in this repository follows (``docs/plugins.md``): ``pyproject.toml``
 with the ``skyrl`` entry point, the package with hookimpls in ``__init__.py`` and one module per concept, bundled
@@ -18,7 +21,18 @@ import typer
 from ..errors import SkyrlError
 from ..hookspecs import hookimpl
 
-TEMPLATE = Path(__file__).resolve().parents[1] / "templates" / "skyrl-plugin"
+
+
+def find_template() -> Path:
+    """The template directory: the copy inside the installed package (a wheel), else the checkout's
+    ``cookiecutter/skyrl-plugin``. Raises SkyrlError naming both places when neither holds a ``cookiecutter.json``."""
+    here = Path(__file__).resolve()
+    places = (here.parents[1] / "_template" / "skyrl-plugin", here.parents[2] / "cookiecutter" / "skyrl-plugin")
+    for place in places:
+        if (place / "cookiecutter.json").is_file():
+            return place
+    raise SkyrlError(f"the plugin template is missing: looked in {places[0]} (a wheel's copy) and {places[1]} "
+                     f"(a checkout's); reinstall skyrl-core")
 NAME_PATTERN = r"[a-z][a-z0-9]*(-[a-z0-9]+)*"
 # distributions of skyrl itself or already taken on the package index: a new plugin must not shadow them
 TAKEN = ("skyrl-core", "skyrl-train", "skyrl-gym", "skyrl-tx", "skyrl-agent", "skyrl-swe", "skyrl-verl",
@@ -44,27 +58,40 @@ def plugin_names(name: str) -> dict[str, str]:
     return {"dist_name": dist, "module_name": f"skyrl_{under}", "entry_point": under}
 
 
-def skyrl_core_source() -> str:
-    """Where a generated plugin's CI installs skyrl-core from (it is on no package index), as a pip URL: the
-    source checkout this skyrl-core runs from (``file:///...``), else the URL pip recorded when it was installed
-    (``direct_url.json``: a git URL or a path), else a placeholder to edit."""
+def skyrl_checkout(checkout: Path | None = None) -> dict[str, str]:
+    """Which skyrl repository and commit a generated plugin's CI checks out (skyrl is on no package index; the
+    workflow installs it from that checkout): ``{"skyrl_repository": "OWNER/NAME", "skyrl_ref": REF}``.
+
+    Taken from the checkout this skyrl-core runs from (``checkout``, default: the one holding this file; its
+    ``origin`` remote on GitHub and its ``HEAD`` commit),
+    else from the git URL pip recorded when it was installed (``direct_url.json``), else the template's
+    placeholders (``OWNER/skyrl`` at ``main``) for the user to edit."""
     import importlib.metadata
     import json as _json
+    import subprocess
 
-    checkout = Path(__file__).resolve().parents[2]
-    if (checkout / "pyproject.toml").is_file() and 'name = "skyrl-core"' in (checkout / "pyproject.toml").read_text():
-        return checkout.as_uri()
-    try:
-        direct = importlib.metadata.distribution("skyrl-core").read_text("direct_url.json")
-    except importlib.metadata.PackageNotFoundError:
-        direct = None
-    if direct:
-        info = _json.loads(direct)
-        if "vcs_info" in info:
-            return f"{info['vcs_info'].get('vcs', 'git')}+{info['url']}@{info['vcs_info'].get('commit_id', '')}"
-        if not info["url"].endswith((".whl", ".tar.gz", ".zip")):
-            return info["url"]
-    return "file:///path/to/skyrl"
+    found = {"skyrl_repository": "OWNER/skyrl", "skyrl_ref": "main"}
+    github = re.compile(r"github\.com[:/](?P<repo>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+?)(?:\.git)?/?$")
+    checkout = checkout or Path(__file__).resolve().parents[2]
+    if (checkout / ".git").exists():
+        def git(*args: str) -> str:
+            proc = subprocess.run(["git", "-C", str(checkout), *args], capture_output=True, text=True)
+            return proc.stdout.strip() if proc.returncode == 0 else ""
+
+        url, commit = git("remote", "get-url", "origin"), git("rev-parse", "HEAD")
+    else:
+        try:
+            direct = importlib.metadata.distribution("skyrl-core").read_text("direct_url.json")
+        except importlib.metadata.PackageNotFoundError:
+            direct = None
+        info = _json.loads(direct) if direct else {}
+        url, commit = info.get("url", ""), info.get("vcs_info", {}).get("commit_id", "")
+    match = github.search(url)
+    if match:
+        found["skyrl_repository"] = match["repo"]
+    if commit:
+        found["skyrl_ref"] = commit
+    return found
 
 
 def _check_field(field: str, value: str) -> str:
@@ -96,7 +123,8 @@ def generate_plugin(name: str, output_dir: str | Path = ".", description: str | 
         raise SkyrlError("skyrl new plugin needs cookiecutter: pip install cookiecutter") from None
     import json as _json
 
-    defaults = _json.loads((TEMPLATE / "cookiecutter.json").read_text())
+    template = find_template()
+    defaults = _json.loads((template / "cookiecutter.json").read_text())
     if not no_input:
         import click
 
@@ -104,16 +132,21 @@ def generate_plugin(name: str, output_dir: str | Path = ".", description: str | 
             description = click.prompt("description", default=defaults["description"])
         if author is None:
             author = click.prompt("author", default=defaults["author"] or "", show_default=False)
-    extra = {"plugin_name": name, **names, "skyrl_core_source": skyrl_core_source(),
+    extra = {"plugin_name": name, **names, **skyrl_checkout(),
              "description": _check_field("description", defaults["description"] if description is None
                                          else description),
              "author": _check_field("author", defaults["author"] if author is None else author)}
     Path(output_dir).mkdir(parents=True, exist_ok=True)
     try:  # every field is set: cookiecutter asks nothing
-        return Path(cookiecutter(str(TEMPLATE), no_input=True, output_dir=str(output_dir), extra_context=extra))
+        out = Path(cookiecutter(str(template), no_input=True, output_dir=str(output_dir), extra_context=extra))
     except CookiecutterException as exc:  # the hook's refusal (it wrote nothing): one line, as for a bad name
         reason = " ".join(str(exc).split()) or type(exc).__name__
         raise SkyrlError(f"skyrl new plugin {name}: the template refused: {reason}") from None
+    import shutil
+
+    for cache in sorted(out.rglob("__pycache__"), reverse=True):  # a wheel's template was byte-compiled by pip
+        shutil.rmtree(cache)
+    return out
 
 
 new_app = typer.Typer(rich_markup_mode=None, add_completion=False, no_args_is_help=True,

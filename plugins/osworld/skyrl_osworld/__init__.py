@@ -25,8 +25,7 @@ def register_runtimes(register):
 
 @hookimpl
 def register_instruction_builders(register):
-    from .miniwob import build_miniwob_instructions
-    from .osworld import build_osworld_instructions
+    from .tasks import build_miniwob_instructions, build_osworld_instructions
 
     register(build_miniwob_instructions, name="miniwob")
     register(build_osworld_instructions, name="osworld")
@@ -42,8 +41,7 @@ def register_verifiers(register):
 
 @hookimpl
 def register_tasks(register):
-    from .miniwob import miniwob_task
-    from .osworld import osworld_task
+    from .tasks import miniwob_task, osworld_task
 
     register(miniwob_task)
     register(osworld_task)

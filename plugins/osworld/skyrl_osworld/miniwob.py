@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from skyrl_core.errors import ConfigError
-from skyrl_core.tasks import DataSpec, Instance, Task
+from skyrl_core.tasks import DataSpec, Instance
 
 # The ten (and more) types the scripted policy solves; all single-screen tasks of the 160 x 210 MiniWoB area.
 DEFAULT_TASKS = ("click-button", "click-checkboxes", "enter-text", "login-user", "choose-list", "click-tab",
@@ -108,38 +108,3 @@ async def episode_result(runtime: Any) -> dict[str, Any]:
                                    "reward: WOB_REWARD_GLOBAL, reason: WOB_REWARD_REASON})")
     return {"done": bool(state.get("done")), "raw_reward": float(state.get("raw") or 0.0),
             "reward": float(state.get("reward") or 0.0), "reason": state.get("reason")}
-
-
-SYSTEM = """You control a web page with the mouse and keyboard through the tool osworld_action.
-Its argument "code" holds pyautogui calls, one per line, for example:
-pyautogui.click(52, 133)
-pyautogui.typewrite("hello")
-pyautogui.press("enter")
-Allowed: click, doubleClick, tripleClick, rightClick, moveTo, dragTo, mouseDown, mouseUp, scroll, typewrite,
-write, press, keyDown, keyUp, hotkey, and the words WAIT, DONE, FAIL. Coordinates are screen pixels: each element
-of the page is listed as [n] role "name" @(x,y) WxH, where (x,y) is its centre. Call DONE when the task is done."""
-
-
-def build_miniwob_instructions(instance: Instance, task: Task) -> list[dict]:
-    """System prompt, then the page's instruction and its first accessibility view. Reads the runtime that
-    ``prepare`` just started (``current_runtime``); raises RuntimeError outside an init stage."""
-    runtime = current_runtime.get()
-    if runtime is None or getattr(runtime, "instruction", None) is None:
-        raise RuntimeError("build_miniwob_instructions runs in the init stage, after the browser runtime's "
-                           "prepare() started the episode")
-    first = getattr(runtime, "first_view", None) or ""
-    return [{"role": "system", "content": SYSTEM},
-            {"role": "user", "content": f"Task: {runtime.instruction}\n\nThe page now:\n{first}"}]
-
-
-miniwob_task = Task(
-    name="miniwob",
-    description="MiniWoB++ web tasks (miniwob package pages, offline, seeded) solved with osworld_action in "
-                "headless Chromium; reward from the page's own WOB_RAW_REWARD_GLOBAL",
-    load=load_miniwob,
-    instruction_builder="miniwob",
-    tools=("osworld_action",),
-    verifier="miniwob_reward",
-    runtime="browser",
-    default_data=DataSpec(split="test"),
-)

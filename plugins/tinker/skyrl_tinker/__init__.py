@@ -6,27 +6,17 @@ from __future__ import annotations
 from skyrl_core import hookimpl
 
 
-def tinker_engine(config):
-    """Engine factory ``tinker``: a Tinker sampling client (:class:`skyrl_tinker.engine.TinkerEngine`)."""
-    from .engine import TinkerEngine
-
-    return TinkerEngine(config)
-
-
-def tinker_backend(config, engine=None):
-    """Backend factory ``tinker``: LoRA training on a Tinker service (:class:`skyrl_tinker.backend.TinkerBackend`)."""
-    from .backend import TinkerBackend
-
-    return TinkerBackend(config, engine)
-
-
 @hookimpl
 def register_inference_engines(register):
+    from .engine import tinker_engine
+
     register(tinker_engine, name="tinker")
 
 
 @hookimpl
 def register_backends(register):
+    from .backend import tinker_backend
+
     register(tinker_backend, name="tinker")
 
 

@@ -220,3 +220,8 @@ def _sdk_version() -> str:
     import tinker
 
     return str(getattr(tinker, "__version__", "?"))
+
+
+def tinker_backend(config, engine=None):
+    """Backend factory ``tinker``: LoRA training on a Tinker service (:class:`TinkerBackend`)."""
+    return TinkerBackend(config, engine)

@@ -161,3 +161,8 @@ class TinkerEngine(Engine):
 
     async def close(self) -> None:
         self.sampling_client = None
+
+
+def tinker_engine(config):
+    """Engine factory ``tinker``: a Tinker sampling client (:class:`TinkerEngine`)."""
+    return TinkerEngine(config)

@@ -6,15 +6,10 @@ from __future__ import annotations
 from skyrl_core import hookimpl
 
 
-def verl_backend(config, engine=None):
-    """Backend factory ``verl`` (imports torch and VeRL only when a run builds it)."""
-    from .backend import VerlBackend
-
-    return VerlBackend(config, engine)
-
-
 @hookimpl
 def register_backends(register):
+    from .factories import verl_backend
+
     register(verl_backend, name="verl")
 
 

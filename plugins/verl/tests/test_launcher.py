@@ -110,7 +110,7 @@ def test_task_parquet_rows_name_task_and_instance(tmp_path):
 
 
 def test_plugin_registers_backend_and_command(plugins):
-    from skyrl_verl import verl_backend
+    from skyrl_verl.factories import verl_backend
 
     reg = plugins.registry
     assert reg.get("backends", "verl") is verl_backend
