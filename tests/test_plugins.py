@@ -12,8 +12,12 @@ import click
 import pytest
 
 from skyrl_core import Task, Tool, ToolResult, VerifierResult, hookimpl
+from skyrl_core.backends import Backend
+from skyrl_core.default_plugins.parsers import ParseResult
+from skyrl_core.dispatchers import Dispatcher
 from skyrl_core.errors import RegistrationError, ToolSchemaError, UnknownComponentError
 from skyrl_core.plugins import KINDS
+from skyrl_core.runtime import ExecResult, Runtime
 from skyrl_core.tasks import DataSpec, Instance
 
 FIXTURE = Path(__file__).parent / "fixtures" / "skyrl-fixture-plugin"
@@ -23,6 +27,49 @@ def _tool(name: str) -> Tool:
     return Tool(name=name, description=f"{name} tool",
                 parameters={"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]},
                 handler=lambda args, ctx: ToolResult(output=str(args["x"] * 2)))
+
+
+class FakeDispatcher(Dispatcher):
+    name = "fake_dispatcher"
+
+    async def dispatch(self, trajectories, stages):
+        return {}
+
+
+class FakeRuntime(Runtime):
+    name = "fake_runtime"
+
+    async def start(self):
+        pass
+
+    async def exec(self, command, timeout_s=30.0, stdin=None, env=None):
+        return ExecResult(exit_code=0, output="")
+
+    async def close(self):
+        pass
+
+
+class FakeBackend(Backend):
+    name = "fake_backend"
+
+    async def train_step(self, batch):
+        return {}
+
+    async def sync_weights(self, engine):
+        pass
+
+    def save(self, directory):
+        pass
+
+    def load(self, directory):
+        pass
+
+
+class FakeParser:
+    name = "fake_parser"
+
+    def parse(self, text, finish_reason):
+        return ParseResult(content=text)
 
 
 class FakePlugin:
@@ -48,7 +95,7 @@ class FakePlugin:
 
     @hookimpl
     def register_dispatchers(self, register):
-        register(type("FakeDispatcher", (), {"name": "fake_dispatcher"}))
+        register(FakeDispatcher)
 
     @hookimpl
     def register_inference_engines(self, register):
@@ -56,15 +103,15 @@ class FakePlugin:
 
     @hookimpl
     def register_runtimes(self, register):
-        register(type("FakeRuntime", (), {"name": "fake_runtime"}))
+        register(FakeRuntime)
 
     @hookimpl
     def register_backends(self, register):
-        register(type("FakeBackend", (), {"name": "fake_backend"}))
+        register(FakeBackend)
 
     @hookimpl
     def register_parsers(self, register):
-        register(type("FakeParser", (), {"name": "fake_parser"})())
+        register(FakeParser())
 
     @hookimpl
     def register_commands(self, register):
@@ -383,7 +430,9 @@ def test_registering_a_non_tool_is_an_error(plugins):
 
     plugins.register_plugin(NotATool(), "not_a_tool")
     assert "dict_tool" not in plugins.registry.names("tools")
-    assert "tools must be skyrl_core.Tool instances" in plugins.infos["not_a_tool"].problems[0]
+    assert plugins.infos["not_a_tool"].problems == [
+        "plugin 'not_a_tool' registered tool 'dict_tool' (a dict), which is not a Tool; valid: an instance of "
+        "skyrl_core.tools.Tool"]
 
 
 def test_broken_plugin_import_is_recorded(plugins):
