@@ -185,6 +185,13 @@ class SkyrlPlugins:
         """Register a plugin object (module or class instance); validation errors are recorded on its info."""
         info = info or self.infos.setdefault(name, PluginInfo(name=name))
         try:
+            hash(plugin)
+        except TypeError:  # pluggy keeps plugins in sets
+            info.error = (f"the plugin object ({type(plugin).__name__}) is unhashable; register a module or an "
+                          f"instance of a class that keeps object.__hash__")
+            log.warning("plugin '%s' rejected: %s", name, info.error)
+            return info
+        try:
             self.pm.register(plugin, name=name)
         except pluggy.PluginValidationError as exc:
             info.error = f"invalid hook implementation: {exc}"
@@ -257,7 +264,8 @@ class SkyrlPlugins:
 
     def _call_one(self, registry: Registry, kind: str, hook_name: str, impl: Any, wrappers: list[Any]) -> None:
         """Call ``impl`` (one plugin's) through pluggy inside ``wrappers``, then add what it registered. A wrapper
-        that raises is reported on its plugin and left out of a second call."""
+        that raises is reported on its plugin (once) and removed from ``wrappers``, for this call's second try and
+        the hook's later calls."""
         plugin = impl.plugin_name
         while True:
             keep = {impl.plugin, *(w.plugin for w in wrappers)}
@@ -269,7 +277,7 @@ class SkyrlPlugins:
                 culprit = _culprit(exc, [impl, *wrappers])
                 if culprit is not None and culprit is not impl:
                     self._record_failure(registry, culprit.plugin_name, hook_name, exc)
-                    wrappers = [w for w in wrappers if w is not culprit]
+                    wrappers.remove(culprit)
                     continue
                 self._record_failure(registry, plugin, hook_name, exc)  # what it registered before raising stays
             break
