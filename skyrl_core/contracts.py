@@ -142,7 +142,7 @@ def _tool_call_tag(name: str, arguments: dict) -> str:
 PARSER_OPTIONAL: dict[str, Any] = {"name": None, "format_call": _tool_call_tag, "tools_prompt": None, "stop": (),
                                    "keep_special_tokens": False, "needs_tool_schemas": False, "reads_formats": ()}
 ENGINE_OPTIONAL: dict[str, Any] = {"name": None, "max_context": None, "accepts_images": False,
-                                   "scripted_policy": False}
+                                   "generate_messages": None, "scripted_policy": False}
 
 
 # -- the table -------------------------------------------------------------------------------------------------
