@@ -141,6 +141,8 @@ def _tool_call_tag(name: str, arguments: dict) -> str:
 
 PARSER_OPTIONAL: dict[str, Any] = {"name": None, "format_call": _tool_call_tag, "tools_prompt": None, "stop": (),
                                    "keep_special_tokens": False, "needs_tool_schemas": False, "reads_formats": ()}
+RUNTIME_OPTIONAL: dict[str, Any] = {"prepare": None, "limit_hits": None}
+BACKEND_OPTIONAL: dict[str, Any] = {"launch": None}
 ENGINE_OPTIONAL: dict[str, Any] = {"name": None, "max_context": None, "accepts_images": False,
                                    "generate_messages": None, "scripted_policy": False}
 
@@ -169,8 +171,8 @@ CONTRACTS: dict[str, Contract] = {
     "dispatchers": Contract("register_dispatchers", "dispatcher", "class_or_factory", Dispatcher, 2),
     "inference_engines": Contract("register_inference_engines", "inference engine", "class_or_factory",
                                   InferenceEngine, 1, ENGINE_OPTIONAL),
-    "runtimes": Contract("register_runtimes", "runtime", "class_or_factory", Runtime, 1),
-    "backends": Contract("register_backends", "backend", "class_or_factory", Backend, 2),
+    "runtimes": Contract("register_runtimes", "runtime", "class_or_factory", Runtime, 1, RUNTIME_OPTIONAL),
+    "backends": Contract("register_backends", "backend", "class_or_factory", Backend, 2, BACKEND_OPTIONAL),
     "parsers": Contract("register_parsers", "tool-call parser", "object", ToolCallParser, None, PARSER_OPTIONAL),
     "commands": Contract("register_commands", "command", "command", "click.Command | typer.Typer"),
     "advantage_estimators": Contract("register_advantage_estimators", "advantage estimator", "callable",
