@@ -129,3 +129,28 @@ def test_optional_members_have_declared_defaults():
     assert isinstance(bare, ToolCallParser)
     with pytest.raises(KeyError, match="'parse' is not an optional member of the tool-call parser contract"):
         member(bare, "parsers", "parse")
+
+
+def test_the_agent_reads_declared_members_never_a_registered_name():
+    """Old code: bare JSON examples only for a parser *named* ``json``, and ``finish`` singled out by its name."""
+    from skyrl_core.agent import _call_text, _preferred_example_tool, _resembled
+    from skyrl_core.default_plugins.parsers import HermesParser, JsonParser
+
+    class HouseJson(JsonParser):  # a plugin's JSON-call parser under its own name
+        name = "house_json"
+
+    call = '{"name": "python", "arguments": {"code": "1"}}'
+    assert _call_text(call, HouseJson()) == call
+    assert _call_text(call, FakeParser()) == f"<tool_call>\n{call}\n</tool_call>"  # the contract's default
+
+    class NamedHermesReadingNothing(FakeParser):
+        name = "hermes"  # the name alone no longer says which formats it reads
+
+    tools = {"python": _tool("python")}
+    assert _resembled('<tool_call>{"name": "python", "arguments": {}}</tool_call>', tools, HermesParser())[2] is True
+    assert _resembled('<tool_call>{"name": "python", "arguments": {}}</tool_call>', tools,
+                      NamedHermesReadingNothing())[2] is False
+
+    submit = Tool(name="submit", description="", parameters={"type": "object"}, handler=lambda a, c: "", finishes=True)
+    plain_finish = _tool("finish")  # a tool merely *named* finish is an ordinary tool
+    assert _preferred_example_tool({"submit": submit, "finish": plain_finish}) is plain_finish
