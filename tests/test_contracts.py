@@ -125,7 +125,8 @@ def test_every_in_repo_registration_keeps_its_contract(plugins):
 def test_optional_members_have_declared_defaults():
     bare = FakeParser()  # implements parse only
     assert member(bare, "parsers", "stop") == () and member(bare, "parsers", "reads_formats") == ()
-    assert member(bare, "parsers", "format_call")("f", {"x": 1}) == '<tool_call>\n{"name": "f", "arguments": {"x": 1}}\n</tool_call>'
+    assert member(bare, "parsers", "format_call")("f", {"x": 1}) == \
+        '<tool_call>\n{"name": "f", "arguments": {"x": 1}}\n</tool_call>'
     assert isinstance(bare, ToolCallParser)
     with pytest.raises(KeyError, match="'parse' is not an optional member of the tool-call parser contract"):
         member(bare, "parsers", "parse")
