@@ -27,6 +27,7 @@ from typing import Any
 import attrs
 
 from .chat import ChatFormat, with_system_text
+from .contracts import display_name, member
 from .errors import RuntimeLost, ToolArgumentsError
 from .inference.base import SamplingParams
 from .multimodal import accepts_images, has_images, observation_message, openai_messages
@@ -67,7 +68,7 @@ class TransitionRecorder:
         else:
             out = await self.engine.generate(input_ids, sampling)
         if out is None or getattr(out, "output_ids", None) is None:
-            raise EngineReturnedNothing(f"engine '{getattr(self.engine, 'name', type(self.engine).__name__)}' "
+            raise EngineReturnedNothing(f"engine '{display_name(self.engine, 'inference_engines')}' "
                                         f"returned no output ({out!r})")
         return out
 
@@ -77,15 +78,10 @@ class EngineReturnedNothing(RuntimeError):
 
 
 def _call_text(call_json: str, parser: Any) -> str:
-    """A call (JSON ``{"name", "arguments"}``) written the way ``parser`` reads calls: its ``format_call``
-    when it has one, else bare JSON for ``json`` and a ``<tool_call>`` tag otherwise."""
-    fmt = getattr(parser, "format_call", None)
-    if fmt is not None:
-        call = json.loads(call_json)
-        return fmt(call["name"], call.get("arguments") or {})
-    if getattr(parser, "name", None) == "json":
-        return call_json
-    return f"<tool_call>\n{call_json}\n</tool_call>"
+    """A call (JSON ``{"name", "arguments"}``) written the way ``parser`` reads calls: its ``format_call`` (the
+    parser contract's default is a ``<tool_call>`` tag around the JSON)."""
+    call = json.loads(call_json)
+    return member(parser, "parsers", "format_call")(call["name"], call.get("arguments") or {})
 
 
 def _render_demonstrations(messages: list[dict], parser: Any, chat: ChatFormat, native_tools: bool) -> list[dict]:
@@ -151,7 +147,7 @@ async def run_agent(trajectory: Trajectory, *, engine: Any, tools: dict[str, Too
     recorder.chat_template_kwargs = dict(getattr(chat, "template_kwargs", None) or {})
     all_schemas = [t.schema() for t in tools.values()]
     example_tool = _preferred_example_tool(tools)
-    tools_prompt = getattr(parser, "tools_prompt", None)
+    tools_prompt = member(parser, "parsers", "tools_prompt")
     # A parser with its own call format describes the tools itself; the template then renders none (its
     # built-in tool instructions would teach a different format).
     schemas = [] if tools_prompt is not None else all_schemas
@@ -162,7 +158,7 @@ async def run_agent(trajectory: Trajectory, *, engine: Any, tools: dict[str, Too
             return with_system_text(msgs, tools_prompt(all_schemas)) if all_schemas else [dict(m) for m in msgs]
         return chat.prepare(msgs, schemas, example_call=example_tool.example_call() if example_tool else None)
 
-    parser_stop = tuple(s for s in getattr(parser, "stop", ()) if s not in sampling.stop)
+    parser_stop = tuple(s for s in member(parser, "parsers", "stop") if s not in sampling.stop)
     if parser_stop:
         sampling = attrs.evolve(sampling, stop=tuple(sampling.stop) + parser_stop)
     messages = prepare(trajectory.messages)
@@ -171,7 +167,7 @@ async def run_agent(trajectory: Trajectory, *, engine: Any, tools: dict[str, Too
     recorder.state = ctx.state
     ctx.store.setdefault("_tool_timeout_s", cfg.tool_timeout_s)
     limit = int(cfg.max_context_tokens)
-    engine_ctx = getattr(engine, "max_context", None)
+    engine_ctx = member(engine, "inference_engines", "max_context")
     if engine_ctx:
         limit = min(limit, int(engine_ctx))
     t0 = time.perf_counter()
@@ -201,15 +197,15 @@ async def run_agent(trajectory: Trajectory, *, engine: Any, tools: dict[str, Too
             finish(TIMEOUT, str(exc) or f"engine call timed out after {engine_timeout_s:g} s (engine.call_timeout_s)")
             break
         except Exception as exc:  # an engine failure ends this trajectory only
-            name = getattr(engine, "name", type(engine).__name__)
-            finish(ERROR_RUN, f"engine '{name}' failed: {type(exc).__name__}: {exc}")
+            finish(ERROR_RUN, f"engine '{display_name(engine, 'inference_engines')}' failed: "
+                              f"{type(exc).__name__}: {exc}")
             log.info("trajectory %s: %s", trajectory.id, trajectory.error)
             break
         state.turn += 1
         trajectory.turns = state.turn
         output_ids = list(out.output_ids)
         # formats whose call markers are special tokens (harmony, Kimi-K2, Mistral) are decoded with them kept
-        text = chat.decode(output_ids, keep_special=bool(getattr(parser, "keep_special_tokens", False)))
+        text = chat.decode(output_ids, keep_special=bool(member(parser, "parsers", "keep_special_tokens")))
         assistant = {"role": "assistant", "content": text}
         trajectory.messages.append(assistant)
         ctx.state.messages.append(dict(assistant))
@@ -289,7 +285,8 @@ async def run_agent(trajectory: Trajectory, *, engine: Any, tools: dict[str, Too
         if cfg.hints.turns_left and left > 0:
             hints.append(f"{left} turn{'s' if left != 1 else ''} left.")
         if cfg.hints.context_almost_full and len(state.ids) >= cfg.hints.context_warn_fraction * limit:
-            finish_hint = " Call finish with your answer soon." if "finish" in tools else ""
+            enders = [t.name for t in tools.values() if t.finishes]
+            finish_hint = f" Call {enders[0]} with your answer soon." if enders else ""
             hints.append(f"The context is {100 * len(state.ids) / limit:.0f}% full.{finish_hint}")
         if reset is not None:
             trajectory.messages.extend(new)
@@ -411,8 +408,9 @@ async def _execute(call: ToolCall, tools: dict[str, Tool], ctx: ToolContext, cfg
 
 
 def _parse(parser: Any, text: str, finish_reason: str, schemas: list[dict]) -> Any:
-    """``parser.parse``; a parser that types values by schema (qwen3_coder, glm45) is given the trajectory's tools."""
-    if getattr(parser, "needs_tool_schemas", False):
+    """``parser.parse``; a parser that types values by schema (``needs_tool_schemas``: qwen3_coder, glm45) is given
+    the trajectory's tools."""
+    if member(parser, "parsers", "needs_tool_schemas"):
         return parser.parse(text, finish_reason, tool_schemas=schemas)
     return parser.parse(text, finish_reason)
 
@@ -429,15 +427,15 @@ def _max_tokens_error(cut: Any, max_tokens: int) -> str:
 
 
 def _resembled(text: str, tools: dict[str, Tool], parser: Any) -> tuple[str, str, bool] | None:
-    """(parser name, format name, whether ``parser`` reads that format) of the call format the reply outside
-    its reasoning resembles, or None."""
-    from .default_plugins.parsers.detect import reads_format, resembled_format
+    """(parser name, format name, whether ``parser`` reads that format: its ``reads_formats``) of the call format
+    the reply outside its reasoning resembles, or None."""
+    from .default_plugins.parsers.detect import resembled_format
     from .default_plugins.parsers.scanner import split_reasoning
 
     found = resembled_format(split_reasoning(text)[0], tools)
     if found is None:
         return None
-    return found[0], found[1], reads_format(getattr(parser, "name", ""), found[0])
+    return found[0], found[1], found[0] in member(parser, "parsers", "reads_formats")
 
 
 def _unread_call(text: str, tools: dict[str, Tool], parser: Any) -> str | None:
@@ -448,7 +446,7 @@ def _unread_call(text: str, tools: dict[str, Tool], parser: Any) -> str | None:
     if found is None:
         return None
     fmt_parser, label, readable = found
-    mine = getattr(parser, "name", type(parser).__name__)
+    mine = display_name(parser, "parsers")
     first = _preferred_example_tool(tools)
     example = _call_text(first.example_call(), parser) if first else ""
     if readable:
@@ -468,7 +466,7 @@ def _unparseable(error: str, text: str, tools: dict[str, Tool], parser: Any) -> 
     found = _resembled(text, tools, parser)
     if found is not None and not found[2]:
         msg += (f" Your reply looks like the {found[1]} format (parser '{found[0]}'); this run reads the "
-                f"'{getattr(parser, 'name', type(parser).__name__)}' format.")
+                f"'{display_name(parser, 'parsers')}' format.")
     if meant:
         example = _call_text(meant[0].example_call(), parser)
         return msg + f" A valid call of '{meant[0].name}' looks like:\n{example}"
@@ -484,9 +482,10 @@ def _nudge(tools: dict[str, Tool], parser: Any) -> str:
 
 
 def _preferred_example_tool(tools: dict[str, Tool]) -> Tool | None:
-    """The tool used in generic examples: the first that is not ``finish`` (showing a working step)."""
+    """The tool used in generic examples: the first that does not end the trajectory (``Tool.finishes``), so the
+    example shows a working step."""
     for tool in tools.values():
-        if tool.name != "finish":
+        if not tool.finishes:
             return tool
     return next(iter(tools.values()), None)
 

@@ -1,4 +1,7 @@
-"""Every skyrl hook. Each receives a ``register`` callback: ``register(obj, name=None)``."""
+"""Every skyrl hook. Each receives a ``register`` callback, ``register(obj, name=None)``
+(:class:`skyrl_core.plugins.Registrar`); what each kind must register is its contract in :mod:`skyrl_core.contracts`,
+checked at registration. Hooks are called through pluggy, so ``wrapper=True`` hookimpls and ``tryfirst``/``trylast``
+work (``docs/hooks.md``)."""
 
 import pluggy
 
@@ -48,7 +51,7 @@ def register_backends(register):
 
 @hookspec
 def register_parsers(register):
-    """Register tool-call parsers: objects with ``name`` and ``parse(text, finish_reason) -> ParseResult``."""
+    """Register tool-call parsers: objects (or classes) with ``parse(text, finish_reason) -> ParseResult``."""
 
 
 @hookspec

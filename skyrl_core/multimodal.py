@@ -62,12 +62,18 @@ def part_png(part: Any) -> bytes:
 
 
 def accepts_images(engine: Any) -> bool:
-    """Whether ``engine`` takes image parts (``accepts_images`` true and a ``generate_messages`` method)."""
-    return bool(getattr(engine, "accepts_images", False)) and callable(getattr(engine, "generate_messages", None))
+    """Whether ``engine`` takes image parts: the engine contract's optional ``accepts_images`` is true and it has
+    the optional ``generate_messages(messages, sampling)`` (:mod:`skyrl_core.contracts`)."""
+    from .contracts import member
+
+    return bool(member(engine, "inference_engines", "accepts_images")) and \
+        callable(member(engine, "inference_engines", "generate_messages"))
 
 
 def engine_name(engine: Any) -> str:
-    return str(getattr(engine, "name", None) or type(engine).__name__)
+    from .contracts import display_name
+
+    return display_name(engine, "inference_engines")
 
 
 def observation_message(role: str, text: str, images: list[dict] | None, engine: Any) -> dict:

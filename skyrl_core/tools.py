@@ -100,7 +100,9 @@ class Tool:
     ``parameters`` is a JSON Schema (draft 2020-12) for the arguments object; an invalid schema raises
     ToolSchemaError at construction, so a plugin cannot register one. Either pass ``handler`` (sync or async,
     ``(args, ctx) -> ToolResult | str``; sync handlers run in a worker thread) or subclass and override ``run``.
-    ``timeout_s`` bounds one call in seconds (None: the agent's default).
+    ``timeout_s`` bounds one call in seconds (None: the agent's default). ``finishes`` declares that the tool ends
+    the trajectory (its result sets ``finish``): the agent's generic examples show another tool, and its
+    context-almost-full hint names it.
     """
 
     name: str
@@ -108,6 +110,7 @@ class Tool:
     parameters: dict = attrs.field(validator=_check_schema)
     handler: Handler | None = None
     timeout_s: float | None = None
+    finishes: bool = False
     _validator: Any = attrs.field(init=False, default=None, repr=False)
 
     def __attrs_post_init__(self) -> None:

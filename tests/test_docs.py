@@ -24,6 +24,25 @@ def test_every_hook_is_documented_with_its_signature():
         assert f"## {name}{inspect.signature(fn)}" in text, f"signature of {name} in docs/hooks.md is out of date"
 
 
+def test_every_contract_is_documented_with_its_members():
+    """Each kind of skyrl_core.contracts.CONTRACTS has a contract line in its hook's section of docs/hooks.md naming
+    the kind, its Protocol, every required member and every optional one."""
+    from skyrl_core.contracts import CONTRACTS, required_members
+
+    text = (REPO / "docs" / "hooks.md").read_text()
+    for kind, contract in CONTRACTS.items():
+        match = re.search(rf"^## {contract.hook}\(.*?(?=^## |\Z)", text, flags=re.M | re.S)
+        assert match, f"docs/hooks.md has no section for {contract.hook} (kind {kind})"
+        section = match.group(0)
+        assert f"Contract `{kind}`" in section, f"the {contract.hook} section does not state the {kind} contract"
+        if not isinstance(contract.protocol, str):
+            assert f"Protocol `{contract.protocol.__name__}`" in section, f"{kind}: Protocol not named"
+            for name in required_members(contract.protocol):
+                assert f"`{name}`" in section, f"{kind}: required member {name} not documented"
+        for name in contract.optional:
+            assert f"`{name}" in section, f"{kind}: optional member {name} not documented"
+
+
 def test_every_hook_has_a_docstring_of_one_line():
     for name, fn in hook_specs().items():
         assert fn.__doc__ and "\n" not in fn.__doc__.strip(), name

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from skyrl_core.default_plugins.parsers import (GLM45Parser, HarmonyParser, HermesParser, JsonParser, KimiK2Parser,
                                                 MistralV11Parser, OpenAIParser, parser_for_model,
                                                 parser_for_template, resembled_format)
-from skyrl_core.default_plugins.parsers.detect import reads_format
+from skyrl_core.default_plugins.parsers import XmlParameterParser
 
 harmony, kimi, mistral, glm = HarmonyParser(), KimiK2Parser(), MistralV11Parser(), GLM45Parser()
 
@@ -167,8 +167,10 @@ def test_resembled_format(text, expected):
 
 
 def test_which_parser_reads_which_format():
-    assert reads_format("openai", "hermes") and reads_format("hermes", "json") and reads_format("glm45", "hermes")
-    assert not reads_format("hermes", "mistral_v11") and not reads_format("qwen3_coder", "hermes")
+    """Each parser declares the call formats it reads (``reads_formats``): nothing is keyed by its name."""
+    assert "hermes" in OpenAIParser().reads_formats and "json" in HermesParser().reads_formats
+    assert "hermes" in glm.reads_formats and "hermes" in JsonParser().reads_formats
+    assert "mistral_v11" not in HermesParser().reads_formats and "hermes" not in XmlParameterParser().reads_formats
 
 
 # ------------------------------------------------------------------------------------------ fuzzing

@@ -12,8 +12,12 @@ import click
 import pytest
 
 from skyrl_core import Task, Tool, ToolResult, VerifierResult, hookimpl
+from skyrl_core.backends import Backend
+from skyrl_core.default_plugins.parsers import ParseResult
+from skyrl_core.dispatchers import Dispatcher
 from skyrl_core.errors import RegistrationError, ToolSchemaError, UnknownComponentError
 from skyrl_core.plugins import KINDS
+from skyrl_core.runtime import ExecResult, Runtime
 from skyrl_core.tasks import DataSpec, Instance
 
 FIXTURE = Path(__file__).parent / "fixtures" / "skyrl-fixture-plugin"
@@ -23,6 +27,49 @@ def _tool(name: str) -> Tool:
     return Tool(name=name, description=f"{name} tool",
                 parameters={"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]},
                 handler=lambda args, ctx: ToolResult(output=str(args["x"] * 2)))
+
+
+class FakeDispatcher(Dispatcher):
+    name = "fake_dispatcher"
+
+    async def dispatch(self, trajectories, stages):
+        return {}
+
+
+class FakeRuntime(Runtime):
+    name = "fake_runtime"
+
+    async def start(self):
+        pass
+
+    async def exec(self, command, timeout_s=30.0, stdin=None, env=None):
+        return ExecResult(exit_code=0, output="")
+
+    async def close(self):
+        pass
+
+
+class FakeBackend(Backend):
+    name = "fake_backend"
+
+    async def train_step(self, batch):
+        return {}
+
+    async def sync_weights(self, engine):
+        pass
+
+    def save(self, directory):
+        pass
+
+    def load(self, directory):
+        pass
+
+
+class FakeParser:
+    name = "fake_parser"
+
+    def parse(self, text, finish_reason):
+        return ParseResult(content=text)
 
 
 class FakePlugin:
@@ -48,7 +95,7 @@ class FakePlugin:
 
     @hookimpl
     def register_dispatchers(self, register):
-        register(type("FakeDispatcher", (), {"name": "fake_dispatcher"}))
+        register(FakeDispatcher)
 
     @hookimpl
     def register_inference_engines(self, register):
@@ -56,15 +103,15 @@ class FakePlugin:
 
     @hookimpl
     def register_runtimes(self, register):
-        register(type("FakeRuntime", (), {"name": "fake_runtime"}))
+        register(FakeRuntime)
 
     @hookimpl
     def register_backends(self, register):
-        register(type("FakeBackend", (), {"name": "fake_backend"}))
+        register(FakeBackend)
 
     @hookimpl
     def register_parsers(self, register):
-        register(type("FakeParser", (), {"name": "fake_parser"})())
+        register(FakeParser())
 
     @hookimpl
     def register_commands(self, register):
@@ -390,7 +437,9 @@ def test_registering_a_non_tool_is_an_error(plugins):
 
     plugins.register_plugin(NotATool(), "not_a_tool")
     assert "dict_tool" not in plugins.registry.names("tools")
-    assert "tools must be skyrl_core.Tool instances" in plugins.infos["not_a_tool"].problems[0]
+    assert plugins.infos["not_a_tool"].problems == [
+        "plugin 'not_a_tool' registered tool 'dict_tool' (a dict), which is not a Tool; valid: an instance of "
+        "skyrl_core.tools.Tool"]
 
 
 def test_broken_plugin_import_is_recorded(plugins):
@@ -522,3 +571,163 @@ def test_a_training_run_refuses_a_scripted_policy_it_is_handed(tmp_path):
     refuse_scripted_policy(object())  # anything else passes
     with pytest.raises(Exception, match="no weights to update"):
         asyncio.run(Lookup().update_weights({}))
+
+
+# -- hooks run through pluggy: wrapper hookimpls, tracing, order -------------------------------------------------
+class Registers:
+    """A third-party plugin registering the tools named, optionally sleeping first or raising after."""
+
+    def __init__(self, *names: str, sleep_s: float = 0.0, fail: bool = False) -> None:
+        self.names, self.sleep_s, self.fail = names, sleep_s, fail
+
+    @hookimpl
+    def register_tools(self, register):
+        import time
+
+        time.sleep(self.sleep_s)
+        for name in self.names:
+            register(_tool(name))
+        if self.fail:
+            raise ValueError("the tools' service is down")
+
+
+def test_a_wrapper_hookimpl_sees_and_filters_what_the_inner_impls_register(plugins):
+    """Calling impls by hand (the old code) ran a wrapper's generator never: it could filter nothing."""
+    seen = []
+
+    class Gate:
+        @hookimpl(wrapper=True)
+        def register_tools(self, register):
+            result = yield
+            seen.append((register.plugin, [e.name for e in register.entries]))
+            register.entries[:] = [e for e in register.entries if not e.name.startswith("secret_")]
+            for entry in register.entries:  # and alters what stays: every tool gets a 5 s bound
+                entry.obj.timeout_s = 5.0
+            return result
+
+    plugins.register_plugin(Registers("secret_key", "open_page"), "tools_plugin")
+    plugins.register_plugin(Gate(), "gate")
+    reg = plugins.registry
+    assert ("tools_plugin", ["secret_key", "open_page"]) in seen
+    assert ("builtin:generic_tools", ["python", "finish"]) in seen  # it wraps every plugin's impl, one at a time
+    assert "secret_key" not in reg.names("tools") and reg.get("tools", "open_page").timeout_s == 5.0
+    assert reg.entries["tools"]["open_page"].plugin == "tools_plugin"  # credited to the plugin that registered it
+    assert plugins.infos["tools_plugin"].capabilities["tools"] == ["open_page"]
+    assert plugins.infos["gate"].hooks == ["register_tools"] and plugins.infos["gate"].capabilities["tools"] == []
+
+
+def test_a_wrapper_hookimpl_times_each_plugins_registration(plugins):
+    import time
+
+    took: dict[str, float] = {}
+
+    class Timer:
+        @hookimpl(wrapper=True, tryfirst=True)
+        def register_tools(self, register):
+            start = time.perf_counter()
+            try:
+                return (yield)
+            finally:
+                took[register.plugin] = time.perf_counter() - start
+
+    plugins.register_plugin(Registers("slow_tool", sleep_s=0.05), "slow")
+    plugins.register_plugin(Timer(), "timer")
+    assert "slow_tool" in plugins.registry.names("tools")
+    assert set(took) == {"slow", "builtin:generic_tools"}
+    assert took["slow"] >= 0.05  # a lower bound: holds however loaded the machine is
+
+
+def test_a_raising_plugin_is_skipped_inside_a_wrapper_and_a_raising_wrapper_is_blamed_on_its_own_plugin(plugins):
+    calls = []
+
+    class Passes:  # sees the inner error and lets it through: the inner plugin is blamed, not this one
+        @hookimpl(wrapper=True)
+        def register_tools(self, register):
+            calls.append(register.plugin)
+            return (yield)
+
+    class Breaks:
+        @hookimpl(hookwrapper=True)  # an old-style wrapper, raising before its yield
+        def register_tools(self, register):
+            raise RuntimeError("wrapper bug")
+            yield  # pragma: no cover
+
+    plugins.register_plugin(Registers("half_done", fail=True), "flaky")
+    plugins.register_plugin(Registers("fine_tool"), "fine")
+    plugins.register_plugin(Passes(), "passes")
+    plugins.register_plugin(Breaks(), "breaks")
+    reg = plugins.registry
+    assert {"half_done", "fine_tool", "python"} <= set(reg.names("tools"))  # registered before raising: kept
+    assert plugins.infos["flaky"].problems == ["plugin 'flaky' raised in register_tools: ValueError: the tools' "
+                                               "service is down"]
+    assert plugins.infos["breaks"].problems == ["plugin 'breaks' raised in register_tools: RuntimeError: wrapper "
+                                                "bug"]
+    assert plugins.infos["passes"].problems == [] and plugins.infos["fine"].problems == []
+    assert {"flaky", "fine", "builtin:generic_tools"} <= set(calls)
+
+
+def test_a_plugin_may_not_both_wrap_and_implement_one_hook(plugins):
+    class Both:
+        @hookimpl(wrapper=True)
+        def register_tools(self, register):
+            return (yield)
+
+        @hookimpl(specname="register_tools")
+        def also_tools(self, register):
+            register(_tool("twice"))
+
+    info = plugins.register_plugin(Both(), "both")
+    assert "both wraps and implements register_tools" in info.error
+    assert plugins.pm.get_plugin("both") is None and "twice" not in plugins.registry.names("tools")
+
+
+def test_trace_plugins_uses_pluggys_tracer(monkeypatch, caplog):
+    import logging
+
+    from skyrl_core import plugins as plugins_mod
+
+    monkeypatch.setenv("SKYRL_TRACE_PLUGINS", "1")
+    manager = plugins_mod.SkyrlPlugins(load_entry_points=False)
+    manager.register_plugin(Registers("traced_tool"), "traced")
+    with caplog.at_level(logging.WARNING, logger="skyrl_core.plugins"):
+        manager.registry
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("[trace]")]
+    assert any("register_tools [hook]" in line for line in lines)  # pluggy's own call line
+    assert any("register: <register tool for plugin 'traced'>" in line for line in lines)
+    assert any("plugin 'traced' registered tool: 'traced_tool'" in line for line in lines)
+    assert any("plugin 'builtin:generic_tools' registered tool: 'python', 'finish'" in line for line in lines)
+    assert any("finish register_tools -->" in line for line in lines)
+    monkeypatch.delenv("SKYRL_TRACE_PLUGINS")
+    caplog.clear()
+    quiet = plugins_mod.SkyrlPlugins(load_entry_points=False)
+    with caplog.at_level(logging.WARNING, logger="skyrl_core.plugins"):
+        quiet.registry
+    assert not [r for r in caplog.records if r.getMessage().startswith("[trace]")]
+
+
+def test_hook_order_decides_who_replaces_whom(plugins):
+    """tryfirst beats plain beats trylast (the built-ins' mark); one rank twice is a clash."""
+    class Default:
+        @hookimpl(trylast=True)
+        def register_tools(self, register):
+            register(_tool("shared"))
+            register(_tool("contested"))
+
+    class Plain:
+        @hookimpl
+        def register_tools(self, register):
+            register(_tool("shared"))
+            register(_tool("contested"))
+
+    class First:
+        @hookimpl(tryfirst=True)
+        def register_tools(self, register):
+            register(_tool("contested"))
+
+    plugins.register_plugin(Plain(), "plain")
+    plugins.register_plugin(Default(), "default")  # registered last, still called after the plain impl
+    plugins.register_plugin(First(), "first")
+    reg = plugins.registry
+    assert (reg.entries["tools"]["shared"].plugin, reg.entries["tools"]["shared"].replaces) == ("plain", "default")
+    assert reg.entries["tools"]["contested"].plugin == "first"
+    assert plugins.infos["default"].capabilities["tools"] == [] and plugins.infos["plain"].problems == []

@@ -62,6 +62,7 @@ finish_tool = Tool(
         "additionalProperties": False,
     },
     handler=finish,
+    finishes=True,
 )
 
 

@@ -37,6 +37,7 @@ class CodeBlockParser:
     """
 
     name = "codeblock"
+    reads_formats = ("hermes",)  # the call formats (parsers.detect.FORMAT_MARKERS) it reads
     stop: tuple[str, ...] = ("```\n",)
 
     def __init__(self, fence_tools: dict[str, tuple[str, str]] | None = None) -> None:

@@ -34,6 +34,7 @@ class DeepSeekV31Parser:
     Never raises."""
 
     name = "deepseek_v31"
+    reads_formats = ("deepseek_v31",)  # the call formats (parsers.detect.FORMAT_MARKERS) it reads
 
     def parse(self, text: str, finish_reason: str = "stop") -> ParseResult:
         return parse_with(_extract, text, finish_reason, open_tags=(CALLS_BEGIN, CALL_BEGIN))

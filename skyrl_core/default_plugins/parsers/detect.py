@@ -58,17 +58,6 @@ _TEMPLATE_MARKERS: list[tuple[str, tuple[str, ...]]] = [
 ]
 
 
-# Formats a parser reads besides its own (hermes falls back to the JSON scan; openai reads text as hermes;
-# codeblock and glm45 read <tool_call> JSON too).
-ALSO_READS: dict[str, tuple[str, ...]] = {"hermes": ("json",), "json": ("hermes",), "openai": ("hermes", "json"),
-                                          "codeblock": ("hermes",), "glm45": ("hermes",)}
-
-
-def reads_format(parser_name: str, format_parser: str) -> bool:
-    """Whether the parser ``parser_name`` reads calls in the format of parser ``format_parser``."""
-    return format_parser == parser_name or format_parser in ALSO_READS.get(parser_name, ())
-
-
 def parser_for_template(chat_template: str | None) -> str | None:
     """The parser whose call markers the jinja ``chat_template`` renders, or None when it renders none."""
     if not chat_template:

@@ -35,6 +35,7 @@ class GLM45Parser:
     """GLM-4.5 ``<tool_call>NAME<arg_key>k</arg_key><arg_value>v</arg_value></tool_call>`` calls. Never raises."""
 
     name = "glm45"
+    reads_formats = ("glm45", "hermes")  # the call formats (parsers.detect.FORMAT_MARKERS) it reads
     needs_tool_schemas = True
     keep_special_tokens = True
 

@@ -39,6 +39,7 @@ class HarmonyParser:
     """gpt-oss ``<|channel|>commentary to=functions.NAME<|message|>{json}<|call|>`` calls. Never raises."""
 
     name = "harmony"
+    reads_formats = ("harmony",)  # the call formats (parsers.detect.FORMAT_MARKERS) it reads
     keep_special_tokens = True
 
     def parse(self, text: str, finish_reason: str = "stop") -> ParseResult:

@@ -10,6 +10,7 @@ class HermesParser:
     :class:`JsonParser` when a message has no ``<tool_call>`` tag. Never raises."""
 
     name = "hermes"
+    reads_formats = ("hermes", "json")  # the call formats (parsers.detect.FORMAT_MARKERS) it reads
 
     def parse(self, text: str, finish_reason: str = "stop") -> ParseResult:
         return parse_with(self._extract, text, finish_reason)

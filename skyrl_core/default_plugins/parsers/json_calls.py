@@ -12,6 +12,11 @@ class JsonParser:
     lists of calls, and the ``{"function": {...}}`` / ``{"tool": ..., "parameters": ...}`` shapes. Never raises."""
 
     name = "json"
+    reads_formats = ("json", "hermes")  # the call formats (parsers.detect.FORMAT_MARKERS) it reads
+
+    def format_call(self, name: str, arguments: dict) -> str:
+        """A call as this parser reads it: the bare JSON object."""
+        return json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
 
     def parse(self, text: str, finish_reason: str = "stop") -> ParseResult:
         text = text or ""

@@ -32,6 +32,7 @@ class KimiK2Parser:
     the call id is ``functions.NAME:N`` as written. Never raises."""
 
     name = "kimi_k2"
+    reads_formats = ("kimi_k2",)  # the call formats (parsers.detect.FORMAT_MARKERS) it reads
     keep_special_tokens = True
 
     def parse(self, text: str, finish_reason: str = "stop") -> ParseResult:

@@ -33,6 +33,7 @@ class MistralV11Parser:
     Never raises."""
 
     name = "mistral_v11"
+    reads_formats = ("mistral_v11",)  # the call formats (parsers.detect.FORMAT_MARKERS) it reads
     keep_special_tokens = True
 
     def parse(self, text: str, finish_reason: str = "stop") -> ParseResult:

@@ -16,6 +16,7 @@ class OpenAIParser:
     via :meth:`parse_message`; plain text goes through :class:`HermesParser`. Never raises."""
 
     name = "openai"
+    reads_formats = ("hermes", "json")  # the call formats (parsers.detect.FORMAT_MARKERS) it reads
 
     def __init__(self) -> None:
         self._text = HermesParser()

@@ -50,6 +50,7 @@ class XmlParameterParser:
     agent), optionally inside ``<tool_call>`` tags. Never raises."""
 
     name = "qwen3_coder"
+    reads_formats = ("qwen3_coder",)  # the call formats (parsers.detect.FORMAT_MARKERS) it reads
     needs_tool_schemas = True
 
     def parse(self, text: str, finish_reason: str = "stop",
