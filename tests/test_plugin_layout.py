@@ -32,24 +32,11 @@ ROOT = Path(__file__).resolve().parents[1]
 # The template's section where a new plugin's author learns what to change; an in-repo plugin puts its own
 # sections (how it works, its options, its limits) in that place.
 OWN_SECTIONS = "Make it yours"
-# Plugins that another branch of #29 restructures, with the tests they fail until then; each xfail (strict: it fails
-# once the plugin conforms) is removed by the lead after merging that branch.
-RESTRUCTURED_ELSEWHERE = {
-    "swe": ("s7-swe restructures swe (its tools into tools.py or a tools/ package, verifier.py -> verifiers.py, "
-            "README order); remove after merging",
-            {"test_readme_has_the_templates_sections_in_its_order", "test_registered_objects_live_in_the_templates_modules"}),
-}
 ALL = sorted(p for p in (ROOT / "plugins").iterdir() if (p / "pyproject.toml").is_file())
 
 
-def _plugins(test: str) -> list:
-    """Every plugin as a pytest param of ``test``, xfail where RESTRUCTURED_ELSEWHERE says so."""
-    params = []
-    for plugin in ALL:
-        why, tests = RESTRUCTURED_ELSEWHERE.get(plugin.name, ("", set()))
-        marks = [pytest.mark.xfail(reason=why, strict=True)] if test in tests else []
-        params.append(pytest.param(plugin, id=plugin.name, marks=marks))
-    return params
+# every in-repo plugin as a pytest param
+PLUGINS = [pytest.param(plugin, id=plugin.name) for plugin in ALL]
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +144,7 @@ def test_the_template_follows_its_own_rules(template):
     assert OWN_SECTIONS in _headings(template / "README.md")
 
 
-@pytest.mark.parametrize("plugin", _plugins("test_pyproject_names_and_ships_the_examples"))
+@pytest.mark.parametrize("plugin", PLUGINS)
 def test_pyproject_names_and_ships_the_examples(plugin: Path, template: Path):
     meta = tomllib.loads((plugin / "pyproject.toml").read_text())
     under = plugin.name.replace("-", "_")
@@ -169,7 +156,7 @@ def test_pyproject_names_and_ships_the_examples(plugin: Path, template: Path):
     assert set(examples) <= set(data), f"plugins/{plugin.name}/pyproject.toml: package-data lacks {examples}"
 
 
-@pytest.mark.parametrize("plugin", _plugins("test_readme_has_the_templates_sections_in_its_order"))
+@pytest.mark.parametrize("plugin", PLUGINS)
 def test_readme_has_the_templates_sections_in_its_order(plugin: Path, template: Path):
     expected = _sections(template / "README.md", [h for h in _headings(template / "README.md") if h != OWN_SECTIONS])
     standard = [s for s in expected if s != OWN_SECTIONS]
@@ -179,14 +166,14 @@ def test_readme_has_the_templates_sections_in_its_order(plugin: Path, template: 
                             f"{expected}: the template's in its order, the plugin's own where {OWN_SECTIONS!r} is")
 
 
-@pytest.mark.parametrize("plugin", _plugins("test_init_holds_the_hookimpls_only"))
+@pytest.mark.parametrize("plugin", PLUGINS)
 def test_init_holds_the_hookimpls_only(plugin: Path):
     other, hooks, _source = _hookimpls(_package(plugin) / "__init__.py")
     assert hooks, f"plugins/{plugin.name}: __init__.py implements no hook"
     assert other == [], f"plugins/{plugin.name}/{_package(plugin).name}/__init__.py holds more than hookimpls: {other}"
 
 
-@pytest.mark.parametrize("plugin", _plugins("test_registered_objects_live_in_the_templates_modules"))
+@pytest.mark.parametrize("plugin", PLUGINS)
 def test_registered_objects_live_in_the_templates_modules(plugin: Path, template: Path):
     package = _package(plugin)
     _other, hooks, source = _hookimpls(package / "__init__.py")
@@ -205,7 +192,7 @@ def test_registered_objects_live_in_the_templates_modules(plugin: Path, template
     assert not wrong and not near, f"plugins/{plugin.name}: {wrong or ''} {near and f'rename {near}' or ''}"
 
 
-@pytest.mark.parametrize("plugin", _plugins("test_examples_are_the_plugins_own_configs"))
+@pytest.mark.parametrize("plugin", PLUGINS)
 def test_examples_are_the_plugins_own_configs(plugin: Path, template: Path):
     reference = [p.suffix for p in (_package_of(template) / "examples").iterdir()]
     examples = _package(plugin) / "examples"
@@ -214,14 +201,14 @@ def test_examples_are_the_plugins_own_configs(plugin: Path, template: Path):
         f"plugins/{plugin.name}: examples/ must hold the plugin's example configs ({set(reference)}) only: {files}"
 
 
-@pytest.mark.parametrize("plugin", _plugins("test_tests_folder_as_the_templates"))
+@pytest.mark.parametrize("plugin", PLUGINS)
 def test_tests_folder_as_the_templates(plugin: Path, template: Path):
     assert (template / "tests" / "conftest.py").is_file()
     assert (plugin / "tests" / "conftest.py").is_file(), f"plugins/{plugin.name}/tests/conftest.py is missing"
     assert any((plugin / "tests").glob("test_*.py"))
 
 
-@pytest.mark.parametrize("plugin", _plugins("test_plugin_has_a_docs_page_in_the_nav"))
+@pytest.mark.parametrize("plugin", PLUGINS)
 def test_plugin_has_a_docs_page_in_the_nav(plugin: Path):
     page = ROOT / "docs" / "plugins" / f"{plugin.name}.md"
     assert page.is_file(), f"add docs/plugins/{plugin.name}.md (include-markdown of the plugin README)"

@@ -16,7 +16,7 @@ from skyrl_core import Instance  # noqa: E402
 from skyrl_core.runtime import RuntimeSpec  # noqa: E402
 from skyrl_swe.environments import EnvironmentBuildError, RepoEnvironments  # noqa: E402
 from skyrl_swe.runtime import ENVIRONMENTS, SweSandbox  # noqa: E402
-from skyrl_swe.verifier import verify_patch  # noqa: E402
+from skyrl_swe.verifiers import verify_patch  # noqa: E402
 
 from test_swe_attacks import diff  # noqa: E402
 

@@ -16,7 +16,7 @@ pytest.importorskip("skyrl_swe")
 from skyrl_core import Instance  # noqa: E402
 from skyrl_core.runtime import RuntimeSpec  # noqa: E402
 from skyrl_swe.runtime import SweSandbox  # noqa: E402
-from skyrl_swe.verifier import swe_tests, verify_patch  # noqa: E402
+from skyrl_swe.verifiers import swe_tests, verify_patch  # noqa: E402
 
 BUGGY = "def add(a, b):\n    return a - b\n\n\ndef neg(a):\n    return -a\n"
 FIXED = "def add(a, b):\n    return a + b\n\n\ndef neg(a):\n    return -a\n"
@@ -220,9 +220,9 @@ CODE_ATTACKS = {
 @pytest.fixture
 def no_scan(monkeypatch):
     """The verifier's diff scan off (it finds exits and /proc at import): the run's own cross-checks decide."""
-    from skyrl_swe import verifier
+    from skyrl_swe import verifiers
 
-    monkeypatch.setattr(verifier, "tamper_findings", lambda patch: [])
+    monkeypatch.setattr(verifiers, "tamper_findings", lambda patch: [])
 
 
 @pytest.mark.parametrize("attack", list(CODE_ATTACKS))

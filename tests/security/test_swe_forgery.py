@@ -22,9 +22,9 @@ pytest.importorskip("skyrl_swe")
 from skyrl_core import Instance  # noqa: E402
 from skyrl_core.errors import RuntimeLost  # noqa: E402
 from skyrl_core.runtime import RuntimeSpec  # noqa: E402
-from skyrl_swe import verifier as V  # noqa: E402
+from skyrl_swe import verifiers as V  # noqa: E402
 from skyrl_swe.runtime import SweSandbox  # noqa: E402
-from skyrl_swe.verifier import swe_tests, verify_patch  # noqa: E402
+from skyrl_swe.verifiers import swe_tests, verify_patch  # noqa: E402
 from test_swe_attacks import GOLD, diff, instance, project  # noqa: E402,F401  (project: the fixture)
 
 ADD = "tests/test_core.py::test_add"
@@ -316,8 +316,7 @@ async def test_a_compiled_sitecustomize_is_tampering_and_never_loads(project, tm
 # -- end to end: the bash tool, submit, swe_tests ------------------------------------------------------------------
 async def test_forgery_through_bash_and_submit_is_tampering(project):
     from skyrl_core import ToolContext
-    from skyrl_swe.bash import bash_tool
-    from skyrl_swe.submit import submit_tool
+    from skyrl_swe.tools import bash_tool, submit_tool
 
     _, hidden = ATTACKS["AssertionError turned into xfail"]
     async with SweSandbox(RuntimeSpec(type="swe_sandbox"), instance=instance(project)) as rt:

@@ -34,7 +34,7 @@ def screenshots(trajectory: dict) -> list[bytes]:
 async def test_a_text_only_engine_gets_the_stand_in_and_the_view_shows_the_png(pools, tmp_path):
     from PIL import Image
 
-    from skyrl_core.scripted import run_scaffold_check
+    from skyrl_core.scaffold_check import run_scaffold_check
     from skyrl_osworld.scripted import scripted_engine
 
     cfg = load_config(EXAMPLE, ["eval_data.limit=2", "sampling.n_samples=1",

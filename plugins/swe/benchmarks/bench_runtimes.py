@@ -102,7 +102,8 @@ async def main(repeat: int, files: int) -> None:
 async def _run(src: Path, repeat: int, files: int) -> None:
     from skyrl_core import Instance
     from skyrl_core.runtime import RuntimeSpec
-    from skyrl_swe.docker_runtime import DockerRuntime, docker_client
+    from skyrl_swe.docker_client import docker_client
+    from skyrl_swe.docker_runtime import DockerRuntime
     from skyrl_swe.images import build_instance_image
     from skyrl_swe.runtime import SweSandbox
 

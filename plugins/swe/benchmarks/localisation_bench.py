@@ -46,7 +46,7 @@ from pathlib import Path
 
 from skyrl_swe.generator import GeneratorError, fetch_sdist
 from skyrl_swe.index import CodeIndex
-from skyrl_swe.runtime import cache_dir
+from skyrl_swe.paths import cache_dir
 from skyrl_swe.localize import identifiers, localize
 from skyrl_swe.search import Searcher, _is_test_path
 from skyrl_swe.search_prose import MODULE_KIND

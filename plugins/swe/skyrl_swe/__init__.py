@@ -6,13 +6,9 @@ from skyrl_core import hookimpl
 
 @hookimpl
 def register_tools(register):
-    from .bash import bash_tool
-    from .editor import editor_tool
-    from .localize import localize_tool
-    from .search import search_tool
-    from .submit import submit_tool
+    from .tools import TOOLS
 
-    for tool in (bash_tool, editor_tool, search_tool, localize_tool, submit_tool):
+    for tool in TOOLS:
         register(tool)
 
 
@@ -34,7 +30,7 @@ def register_instruction_builders(register):
 
 @hookimpl
 def register_verifiers(register):
-    from .verifier import swe_tests
+    from .verifiers import swe_tests
 
     register(swe_tests, name="swe_tests")
 

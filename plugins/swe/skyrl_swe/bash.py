@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 
-from skyrl_core import Tool, ToolContext, ToolResult
+from skyrl_core import ToolContext, ToolResult
 from skyrl_core.runtime import truncate_output
 
 from .runtime import prepare_for_tool
@@ -161,25 +161,3 @@ async def run_bash(args: dict, ctx: ToolContext) -> ToolResult:
                       metadata={"exit_code": exit_code, "limits": limits, "timed_out": timed_out, "truncated": truncated,
                                 "output_bytes": produced, "timeout_s": limit,
                                 "background_stopped": left, "duration_s": round(result.duration_s, 3)})
-
-
-bash_tool = Tool(
-    name="bash",
-    description=(
-        "Run a bash command in the repository (the working directory is the repository root). stdin is closed "
-        "and pagers are off, so interactive programs get no input: use non-interactive flags. Long output "
-        "keeps its head and tail. Processes left in the background stop when the command returns. Default "
-        f"timeout {DEFAULT_TIMEOUT_S:g} s, always within the agent's limit for one tool call."),
-    parameters={
-        "type": "object",
-        "properties": {
-            "command": {"type": "string", "maxLength": MAX_COMMAND_CHARS,
-                        "description": "the bash command to run (put long data in a file with the editor)"},
-            "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT_S,
-                        "description": "seconds before the command is stopped"},
-        },
-        "required": ["command"],
-        "additionalProperties": False,
-    },
-    handler=run_bash,
-)

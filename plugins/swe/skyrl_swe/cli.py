@@ -108,7 +108,7 @@ def verify_command(
     from skyrl_core import DataSpec
 
     from .data import load_instances
-    from .verifier import verify_patch
+    from .verifiers import verify_patch
 
     skipped: list[dict] = []
     instances = load_instances(DataSpec(path=str(data), options={"runtime": runtime}), skipped=skipped)
@@ -213,7 +213,7 @@ def build_images_command(
     from skyrl_core import DataSpec
     from skyrl_core.errors import SkyrlError
 
-    from .docker_runtime import docker_client
+    from .docker_client import docker_client
     from .images import BASE_IMAGE, build_images, ensure_base_image
 
     console = Console(stderr=True)

@@ -30,6 +30,9 @@ from typing import Any, Iterable
 from skyrl_core import DataSpec, Instance
 from skyrl_core.errors import ConfigError, SkyrlError
 
+from .docker_client import docker_client
+from .paths import cache_dir
+
 log = logging.getLogger(__name__)
 
 SKIPPED: list[dict[str, str]] = []  # {"instance_id", "reason"} of instances left out by the last loads
@@ -236,8 +239,6 @@ def repository_unreachable(data: dict, options: dict | None = None) -> str | Non
             return None
         tried.append(f"no {data.get('repo') or data['instance_id']} under mirror_dir {opts['mirror_dir']}")
     if opts.get("runtime") == "docker":
-        from .docker_runtime import docker_client
-
         try:
             docker_client()
             return None
@@ -255,8 +256,6 @@ def repository_unreachable(data: dict, options: dict | None = None) -> str | Non
 def resolve_repository(data: dict, options: dict | None = None) -> Path:
     """A directory holding the instance's repository at ``base_commit`` (shared; copy it before writing).
     Raises RepoUnavailable listing every source tried."""
-    from .runtime import cache_dir
-
     opts = _options(data, options)
     tried = []
     if data.get("repo_dir"):

@@ -38,7 +38,12 @@ from typing import Any
 from skyrl_core.default_plugins.runtimes.sandbox import count_inodes, hand_over
 from skyrl_core.runtime import ExecResult, Runtime, RuntimeLost, RuntimeSpec, truncate_output
 
+from .channel import read_channel_while, write_channel_files
 from .data import RepoUnavailable
+from .docker_client import docker_client
+from .git_safety import MAX_PATCH_BYTES, SAFE_GIT, PatchTooLarge, init_baseline
+from .images import (ImageBuildError, build_instance_image, extract_tree, image_archive, image_exists,
+                     local_image_for, swebench_image_name)
 
 log = logging.getLogger(__name__)
 
@@ -47,21 +52,6 @@ USER = "1000:1000"
 BASE_GIT = "/skyrl/base.git"
 CHANNEL = "/skyrl/channel"
 REMOVALS: dict[str, int] = {}  # container name -> times removed (the tests assert exactly once)
-
-
-def docker_client():
-    """A docker SDK client, or RuntimeError saying why none is available."""
-    try:
-        import docker
-    except ImportError as exc:  # a dependency of this plugin, but say so clearly
-        raise RuntimeError(f"the docker runtime needs the 'docker' package: {exc}") from None
-    try:
-        client = docker.from_env(timeout=120)
-        client.ping()
-    except Exception as exc:
-        raise RuntimeError(f"no Docker engine answers ({type(exc).__name__}: {exc}); start dockerd (or run "
-                           f"scripts/ensure-docker) or use runtime type swe_sandbox") from None
-    return client
 
 
 def _disk_mb(root: Path) -> float:
@@ -184,8 +174,6 @@ class DockerRuntime(Runtime):
         await asyncio.shield(self._creating)
 
     def resolve_image(self, data: dict) -> str:
-        from .images import image_exists, local_image_for, swebench_image_name
-
         wanted = self.spec.options.get("image")
         if wanted and image_exists(self.client, wanted):
             return wanted
@@ -208,9 +196,6 @@ class DockerRuntime(Runtime):
     def _prepare_sync(self, data: dict) -> None:
         import docker
 
-        from .images import extract_tree, image_archive
-        from .runtime import init_baseline
-
         self.image = self.resolve_image(data)
         self._tmp = tempfile.mkdtemp(prefix="skyrl-docker-")
         ws = Path(self._tmp) / "ws"
@@ -227,8 +212,6 @@ class DockerRuntime(Runtime):
         if self.result_channel:
             self.channel_dir = str(Path(self._tmp) / "channel")
             os.mkdir(self.channel_dir, 0o755)
-            from .verifier import write_channel_files
-
             write_channel_files(Path(self.channel_dir))  # the result-channel plugin and the runner launcher
             volumes[self.channel_dir] = {"bind": CHANNEL, "mode": "ro"}
             caps = ["SETUID", "SETGID"]  # the channel opener drops from root to the user (see exec_with_channel)
@@ -456,8 +439,6 @@ class DockerRuntime(Runtime):
         """The agent's patch, computed inside the container: its work tree against the read-only baseline at
         ``/skyrl/base.git``, with a throw-away index in ``/tmp``, no system or global git configuration, no
         hooks, fsmonitor, external diff or textconv. Raises RuntimeLost when the container is gone."""
-        from .runtime import MAX_PATCH_BYTES, SAFE_GIT, PatchTooLarge
-
         # new blobs go to a private object directory in /tmp; the baseline's objects are read as alternates
         script = ("set -e; scratch=$(mktemp -d /tmp/skyrl-diff.XXXXXX); mkdir -p $scratch/objects/info $scratch/objects/pack; export GIT_INDEX_FILE=$scratch/index "
                   "GIT_OBJECT_DIRECTORY=$scratch/objects GIT_ALTERNATE_OBJECT_DIRECTORIES=" + BASE_GIT + "/objects; "
@@ -496,8 +477,6 @@ class DockerRuntime(Runtime):
         processes it starts (the pytest plugin marks it close-on-exec). The host reads the other end."""
         if not self.channel_dir:
             raise RuntimeError("exec_with_channel needs a runtime made with channel_dir (the verifier's)")
-        from .verifier import read_channel_while
-
         fifo = Path(self.channel_dir) / f"results-{uuid.uuid4().hex[:8]}"
         os.mkfifo(fifo, 0o600)
         read_fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
@@ -537,8 +516,6 @@ _BUILD_GUARD = threading.Lock()
 def build_on_demand(client: Any, data: dict) -> str:
     """Build an instance's image the first time a runtime needs it (once per instance per process; see
     :func:`skyrl_swe.images.build_instance_image`). Raises RepoUnavailable naming the fix when it cannot."""
-    from .images import ImageBuildError, build_instance_image
-
     with _BUILD_GUARD:
         lock = _BUILD_LOCKS.setdefault(data["instance_id"], threading.Lock())
     with lock:

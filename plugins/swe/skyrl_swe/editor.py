@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from skyrl_core import Tool, ToolContext, ToolResult
+from skyrl_core import ToolContext, ToolResult
 
 from .runtime import outside_workspace, workspace_for_tool
 
@@ -347,34 +347,3 @@ async def run_editor(args: dict, ctx: ToolContext) -> ToolResult:
         return ToolResult(output=f"Error: {args.get('command')} on '{args.get('path')}' failed: {exc.strerror or exc}",
                           error=True, metadata={"command": args.get("command")})
     return ToolResult(output=output, metadata={"command": args["command"]})
-
-
-editor_tool = Tool(
-    name="str_replace_editor",
-    description=(
-        "View, create and edit files. `view` shows a file with line numbers (`view_range` [start, end], end -1 = "
-        "to the end) or lists a directory; `create` writes a new file (`file_text`); `str_replace` replaces "
-        "`old_str`, which must occur exactly once, with `new_str`; `insert` adds `new_str` after line "
-        "`insert_line` (0 = top); `undo_edit` reverts the last edit of a file. Paths are relative to the "
-        "repository root. Indentation, tabs and line endings must match the file exactly."),
-    parameters={
-        "type": "object",
-        "properties": {
-            "command": {"type": "string", "enum": ["view", "create", "str_replace", "insert", "undo_edit"],
-                        "description": "the operation"},
-            "path": {"type": "string", "description": "file or directory, relative to the repository root"},
-            "file_text": {"type": "string", "maxLength": MAX_TEXT_CHARS,
-                          "description": "content of the new file (create)"},
-            "old_str": {"type": "string", "maxLength": MAX_TEXT_CHARS,
-                        "description": "exact text to replace, occurring once (str_replace)"},
-            "new_str": {"type": "string", "maxLength": MAX_TEXT_CHARS,
-                        "description": "replacement (str_replace) or text to insert (insert)"},
-            "insert_line": {"type": "integer", "minimum": 0, "description": "insert after this line (insert)"},
-            "view_range": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2,
-                           "description": "[start, end] lines to view; end -1 = to the end"},
-        },
-        "required": ["command", "path"],
-        "additionalProperties": False,
-    },
-    handler=run_editor,
-)

@@ -52,6 +52,8 @@ from skyrl_core.errors import SkyrlError
 from skyrl_core.default_plugins.runtimes.sandbox import UNPRIVILEGED_HOST_ID, LocalSandbox, hand_over
 from skyrl_core.runtime import RuntimeSpec
 
+from .paths import cache_dir
+
 log = logging.getLogger(__name__)
 
 BUILD_TIMEOUT_S = 1800.0
@@ -157,8 +159,6 @@ class RepoEnvironments:
     @property
     def root(self) -> Path:
         """Where the layers live: ``root`` if given, else ``<cache_dir>/envs`` (read when first used)."""
-        from .runtime import cache_dir
-
         return self._root or cache_dir() / "envs"
 
     # -- what a row asks for ---------------------------------------------------------------------------------------

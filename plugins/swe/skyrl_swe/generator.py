@@ -31,8 +31,9 @@ from skyrl_core import Instance
 from skyrl_core.errors import SkyrlError
 from skyrl_core.runtime import RuntimeSpec
 
-from .runtime import SweSandbox, cache_dir
-from .verifier import ERROR, FAILED, PASSED, is_test_file, parse_junit, rebuild
+from .paths import cache_dir
+from .runtime import SweSandbox
+from .verifiers import ERROR, FAILED, PASSED, is_test_file, parse_junit, rebuild
 
 log = logging.getLogger(__name__)
 
@@ -275,7 +276,7 @@ def environment_fields(root: Path, requirements: list[str] | None, install: str 
 async def run_suite(runtime: SweSandbox, test_args: list[str], timeout_s: float) -> tuple[dict[str, str], dict[str, str]]:
     """Run pytest in ``runtime``, with the environment the verifier gives the instance's tests (plugin autoload
     as the row says); returns ({node id: status}, {node id: failure message})."""
-    from .verifier import runner_env
+    from .verifiers import runner_env
 
     data = runtime.instance.data if runtime.instance is not None else {}
     plugins = [a for p in data.get("pytest_plugins") or [] for a in ("-p", str(p))]
@@ -480,7 +481,7 @@ async def generate_from_releases(name: str, old: str, new: str, out_dir: str | P
         fields["requirements"] = [*fields["requirements"], "setuptools"]
     base_data = {"repo": name, "version": old, "repo_dir": str(repo_dir), **fields}
     spec = RuntimeSpec(type="swe_sandbox", cpu_time_s=int(timeout_s), memory_mb=4096)
-    from .verifier import apply_patch
+    from .verifiers import apply_patch
 
     results = []
     for fix in ("", patch):  # before and after the fix, both with the new tests

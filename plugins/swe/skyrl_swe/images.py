@@ -33,7 +33,10 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
+from .data import docker_image_for, resolve_repository
+from .docker_client import docker_client
 from .environments import RepoEnvironments, tree_digest  # the same content hash keys the sandbox's install layers
+from .paths import cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +52,6 @@ class ImageBuildError(RuntimeError):
 
 
 def _cache() -> Path:
-    from .runtime import cache_dir
-
     return cache_dir()
 
 
@@ -156,8 +157,6 @@ def instance_image_name(data: dict) -> str:
 
 
 def swebench_image_name(data: dict) -> str:
-    from .data import docker_image_for
-
     return docker_image_for({k: v for k, v in data.items() if k != "image"})
 
 
@@ -221,8 +220,6 @@ def build_instance_image(client: Any, data: dict, network: bool = False, rebuild
     """Build (or find) the image of one instance; returns ``(image name, what happened)`` where what happened
     is ``exists`` (the row's or a SWE-bench image is present), ``cached`` (the same content was built before)
     or ``built``. Raises ImageBuildError / RepoUnavailable naming the cause."""
-    from .data import resolve_repository
-
     for name in filter(None, [data.get("image"), swebench_image_name(data)]):
         if image_exists(client, name):
             return name, "exists"
@@ -262,8 +259,6 @@ def build_images(rows: Iterable[dict], network: bool = False, rebuild: bool = Fa
     """Build every row's image; returns ``[{instance_id, image, status, seconds, error}]`` (a failure ends only
     its row). ``progress(row_result)`` is called after each."""
     import time
-
-    from .docker_runtime import docker_client
 
     client = docker_client()
     base_id = ensure_base_image(client)

@@ -299,7 +299,7 @@ def render(loc: Localization, top: int = 10) -> str:
     return "\n".join(rows)
 
 
-# -- the tool -------------------------------------------------------------------------------------------------
+# -- the tool's handler (the declaration is skyrl_swe.tools.localize_tool) ------------------------------------
 async def run_localize(args: dict, ctx) -> "ToolResult":
     import asyncio
 
@@ -320,34 +320,6 @@ async def run_localize(args: dict, ctx) -> "ToolResult":
     return ToolResult(output=render(loc, top), metadata={
         "files": [p for p, _ in loc.files[:top]], "functions": [s.ref for s, _ in loc.functions[:top]],
         "queries": loc.queries, "index_version": index.version, "index": dict(index.stats)})
-
-
-def _make_tool():
-    from skyrl_core import Tool
-
-    return Tool(
-        name="localize",
-        description=(
-            "Find where an issue's fix belongs: give the whole issue text (traceback included); returns the files "
-            "and functions most likely to need changes, each with the evidence that points at it (traceback "
-            "frames, names, quoted strings, text similarity). Call it first, then read candidates with `search`."),
-        parameters={
-            "type": "object",
-            "properties": {
-                "issue": {"type": "string", "minLength": 1, "maxLength": 200_000,
-                          "description": "the issue text, verbatim"},
-                "path": {"type": "string", "description": "only files under this directory"},
-                "max_results": {"type": "integer", "minimum": 1, "maximum": 50,
-                                "description": "files and functions to list (default 10)"},
-            },
-            "required": ["issue"],
-            "additionalProperties": False,
-        },
-        handler=run_localize,
-    )
-
-
-localize_tool = _make_tool()
 
 
 # -- the command ----------------------------------------------------------------------------------------------

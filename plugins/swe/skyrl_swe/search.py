@@ -38,7 +38,7 @@ from pathlib import Path
 
 import attrs
 
-from skyrl_core import Tool, ToolContext, ToolResult
+from skyrl_core import ToolContext, ToolResult
 
 from .runtime import outside_workspace, workspace_for_tool
 
@@ -723,33 +723,3 @@ async def run_search(args: dict, ctx: ToolContext) -> ToolResult:
                                   DEFAULT_RESULTS), args.get("path"), args.get("kind"))
     return ToolResult(output=out.text, metadata={"mode": out.mode, "results": out.refs,
                                                  "index_version": index.version, "index": dict(index.stats)})
-
-
-search_tool = Tool(
-    name="search",
-    description=(
-        "Search the repository's code by structure. Query forms: a name (`camelize`, fuzzy when not exact); a "
-        "qualified path (`pkg/mod.py:Class.method`, or `pkg/mod.py` for a file outline); a dotted name "
-        "(`Class.method`); `class:X`, `def:X`, `method:X`; `subclass:Base` (classes deriving from Base); "
-        "`calls:func` (call sites); `text:exact words` (substring); a quoted string, option key (`max-line-length`) or "
-        "message id (`E1101`): the definitions containing it; a name assigned at module level (`pprint = ...`): "
-        "the assigned definition; an UPPER_CASE word or a name used but never defined: where it is used; or "
-        "a few words (fielded BM25 over modules and definitions, tests last). "
-        "Shows code with line numbers (an outline for long bodies), what a single match calls and is used by, "
-        "and a hint for the next query."),
-    parameters={
-        "type": "object",
-        "properties": {
-            "query": {"type": "string", "maxLength": MAX_QUERY_CHARS,
-                      "description": "what to find (see the query forms)"},
-            "path": {"type": "string", "description": "only files under this directory or file"},
-            "kind": {"type": "string", "enum": ["class", "function", "method"],
-                     "description": "only definitions of this kind"},
-            "max_results": {"type": "integer", "minimum": 1, "maximum": 50,
-                            "description": "definitions to show (default 5)"},
-        },
-        "required": ["query"],
-        "additionalProperties": False,
-    },
-    handler=run_search,
-)

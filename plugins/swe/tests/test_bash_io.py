@@ -7,7 +7,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from skyrl_swe.bash import STDIN_HINT, bash_tool, deadline, needs_input
+from skyrl_swe.bash import STDIN_HINT, deadline, needs_input
+from skyrl_swe.tools import bash_tool
 
 
 def test_the_deadline_is_always_inside_the_agents():

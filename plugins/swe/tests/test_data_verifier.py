@@ -11,7 +11,7 @@ import pytest
 
 from skyrl_core import DataSpec
 from skyrl_swe.data import RepoUnavailable, load_instances, normalise_row, read_rows, resolve_repository
-from skyrl_swe.verifier import (ERROR, FAILED, MISSING, PASSED, filter_patch, lookup, parse_django, run_tests,
+from skyrl_swe.verifiers import (ERROR, FAILED, MISSING, PASSED, filter_patch, lookup, parse_django, run_tests,
                                 verify_patch)
 
 
@@ -143,11 +143,10 @@ async def test_verifier_rewards_only_real_fixes(generated):
 async def test_swe_task_with_the_sandbox_and_submit(generated):
     from skyrl_core import ToolContext
     from skyrl_core.runtime import RuntimeSpec
-    from skyrl_swe.editor import editor_tool
     from skyrl_swe.runtime import SweSandbox
-    from skyrl_swe.submit import submit_tool
     from skyrl_swe.tasks import swe_task
-    from skyrl_swe.verifier import swe_tests
+    from skyrl_swe.tools import editor_tool, submit_tool
+    from skyrl_swe.verifiers import swe_tests
 
     inst = swe_task.select(DataSpec(path=str(generated), limit=1))[0]
     rt = SweSandbox(RuntimeSpec(type="swe_sandbox"))
@@ -159,7 +158,7 @@ async def test_swe_task_with_the_sandbox_and_submit(generated):
         await rt.prepare(inst)
         assert (rt.workspace / inst.data["mutation"]["path"]).is_file() and rt.env_dir is not None
         # apply the gold fix through the editor, as an agent would
-        from skyrl_swe.verifier import split_patch
+        from skyrl_swe.verifiers import split_patch
 
         path, chunk = split_patch(inst.data["patch"])[0]
         old = "".join(l[1:] for l in chunk.splitlines(keepends=True)[4:] if l.startswith(("-", " ")) and not l.startswith("---"))

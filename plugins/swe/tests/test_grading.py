@@ -159,7 +159,7 @@ async def test_verifier_gives_the_gold_patch_of_a_docstring_keyed_django_row_rew
     from skyrl_core import DataSpec
     from skyrl_swe.data import load_instances
     from skyrl_swe.generator import GeneratorError, fetch_sdist
-    from skyrl_swe.verifier import verify_patch
+    from skyrl_swe.verifiers import verify_patch
 
     try:
         src, _, _ = fetch_sdist("Django==4.2.3")

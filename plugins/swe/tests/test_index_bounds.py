@@ -8,7 +8,8 @@ import shutil
 import time
 
 from skyrl_swe.index import CONTENT_CACHE, MAX_PARSE_BYTES, CodeIndex, parse_python
-from skyrl_swe.search import Searcher, search_tool
+from skyrl_swe.search import Searcher
+from skyrl_swe.tools import search_tool
 
 # Each stalled the old index: the query cursor is quadratic in an unmatched bracket run (the first ran over ten
 # minutes at 2 MB); the second is slow to parse at all; the third is an attribute chain 400k deep.

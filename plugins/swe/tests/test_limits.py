@@ -10,16 +10,12 @@ import pytest
 from skyrl_core import Instance
 from skyrl_core.tools import ToolArgumentsError
 from skyrl_swe.bash import MAX_COMMAND_CHARS
-from skyrl_swe.runtime import MAX_PATCH_BYTES
-from skyrl_swe.verifier import filter_patch, split_patch, swe_tests
+from skyrl_swe.git_safety import MAX_PATCH_BYTES
+from skyrl_swe.verifiers import filter_patch, split_patch, swe_tests
 
 
 def tool(name):
-    from skyrl_swe.bash import bash_tool
-    from skyrl_swe.editor import editor_tool
-    from skyrl_swe.localize import localize_tool
-    from skyrl_swe.search import search_tool
-    from skyrl_swe.submit import submit_tool
+    from skyrl_swe.tools import bash_tool, editor_tool, localize_tool, search_tool, submit_tool
 
     return {t.name: t for t in (bash_tool, editor_tool, search_tool, localize_tool, submit_tool)}[name]
 
@@ -110,7 +106,7 @@ async def test_a_patch_over_the_size_bound_is_refused_by_submit_and_scores_0(ctx
     assert result.reward == 0.0 and "over the patch bound" in result.metrics["error"]
     assert result.outcome == "scored"
     # a text patch over the bound (a predictions file) is refused before anything parses it
-    from skyrl_swe.verifier import verify_patch
+    from skyrl_swe.verifiers import verify_patch
 
     big = await verify_patch(inst, "+" * (MAX_PATCH_BYTES + 1))
     assert big.reward == 0.0 and "over the bound" in big.metrics["error"]

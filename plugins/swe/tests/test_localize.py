@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from skyrl_swe.index import CodeIndex
-from skyrl_swe.localize import frames, identifiers, localize, localize_tool, render, strings
+from skyrl_swe.localize import frames, identifiers, localize, render, strings
 from skyrl_swe.search import Searcher
+from skyrl_swe.tools import localize_tool
 from skyrl_swe.search_resolve import resolve
 
 FILES = {

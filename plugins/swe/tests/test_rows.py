@@ -14,8 +14,9 @@ import pytest
 from skyrl_core import Instance
 from skyrl_core.errors import ConfigError
 from skyrl_core.tasks import SCORED, UNVERIFIABLE
+from skyrl_swe.channel import read_channel
 from skyrl_swe.data import normalise_row
-from skyrl_swe.verifier import read_channel, verify_patch
+from skyrl_swe.verifiers import verify_patch
 
 pytestmark = pytest.mark.timeout(900)
 

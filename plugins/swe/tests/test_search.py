@@ -5,7 +5,8 @@ from __future__ import annotations
 import shutil
 
 from skyrl_swe.index import CodeIndex, parse_python
-from skyrl_swe.search import Searcher, search_tool
+from skyrl_swe.search import Searcher
+from skyrl_swe.tools import search_tool
 
 
 async def search(ctx, query, **kw):
@@ -78,7 +79,7 @@ async def test_skeleton_for_long_bodies(project_src, tmp_path):
 
 
 async def test_index_updates_incrementally_after_edits(ctx, sandbox):
-    from skyrl_swe.editor import editor_tool
+    from skyrl_swe.tools import editor_tool
 
     first = await search(ctx, "camelize")
     assert first.metadata["index"]["parsed"] >= 0

@@ -15,10 +15,7 @@ from skyrl_swe.bash import BACKGROUND_NOTE
 
 
 def tool(name):
-    from skyrl_swe.bash import bash_tool
-    from skyrl_swe.editor import editor_tool
-    from skyrl_swe.search import search_tool
-    from skyrl_swe.submit import submit_tool
+    from skyrl_swe.tools import bash_tool, editor_tool, search_tool, submit_tool
 
     return {t.name: t for t in (bash_tool, editor_tool, search_tool, submit_tool)}[name]
 

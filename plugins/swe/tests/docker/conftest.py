@@ -23,7 +23,7 @@ BUSYBOX_IMAGE = "skyrl-test-busybox:latest"
 
 @pytest.fixture(scope="session")
 def docker_engine():
-    from skyrl_swe.docker_runtime import docker_client
+    from skyrl_swe.docker_client import docker_client
 
     try:
         return docker_client()

@@ -12,7 +12,7 @@ import pytest
 
 from skyrl_core.runtime import RuntimeSpec
 from skyrl_swe.docker_runtime import DockerRuntime
-from skyrl_swe.verifier import swe_tests, verify_patch
+from skyrl_swe.verifiers import swe_tests, verify_patch
 
 pytestmark = pytest.mark.timeout(900)
 REPO = Path(__file__).resolve().parents[4]
@@ -46,9 +46,9 @@ def calc(tmp_path_factory, docker_engine, base_image):
 
 @pytest.fixture
 def no_scan(monkeypatch):
-    from skyrl_swe import verifier
+    from skyrl_swe import verifiers
 
-    monkeypatch.setattr(verifier, "tamper_findings", lambda patch: [])
+    monkeypatch.setattr(verifiers, "tamper_findings", lambda patch: [])
 
 
 async def verify(inst, patch: str, cls=DockerRuntime):
@@ -86,7 +86,7 @@ async def test_a_compiled_sitecustomize_from_the_agents_shell(calc, monkeypatch)
         assert (result.reward, result.outcome) == (0.0, "tampered"), result
         assert "sitecustomize.pyc: a compiled file" in result.reason
         patch = result.metrics["model_patch"]
-    monkeypatch.setattr("skyrl_swe.verifier.tamper_findings", lambda patch: [])
+    monkeypatch.setattr("skyrl_swe.verifiers.tamper_findings", lambda patch: [])
     result = await verify(inst, patch)  # applied, but the launcher never lets site import it
     assert result.metrics["patch_applied"] and (result.reward, result.outcome) == (0.0, "scored"), result
     assert result.metrics["tests"][ADD] == "FAILED"

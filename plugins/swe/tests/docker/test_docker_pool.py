@@ -133,8 +133,7 @@ async def test_a_killed_container_fails_only_its_trajectory(engine, base_image, 
     from skyrl_core.chat import ChatFormat
     from skyrl_core.inference.base import SamplingParams
     from skyrl_core.default_plugins.parsers import HermesParser
-    from skyrl_swe.bash import bash_tool
-    from skyrl_swe.submit import submit_tool
+    from skyrl_swe.tools import bash_tool, submit_tool
 
     chat = ChatFormat(engine.tokenizer)
     tools = {t.name: t for t in (bash_tool, submit_tool)}

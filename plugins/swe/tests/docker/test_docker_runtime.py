@@ -173,8 +173,8 @@ async def test_the_patch_is_computed_inside_against_a_read_only_baseline(base_im
 
 
 async def test_the_patch_leaves_out_nested_repositories_survives_gitmodules_and_is_bounded(base_image, tmp_path):
-    from skyrl_swe.runtime import MAX_PATCH_BYTES, PatchTooLarge
-    from skyrl_swe.verifier import split_patch
+    from skyrl_swe.git_safety import MAX_PATCH_BYTES, PatchTooLarge
+    from skyrl_swe.verifiers import split_patch
 
     marker = tmp_path / "update-ran"
     async with runtime(base_image, options={"workdir": "/etc/apt"}) as rt:
@@ -270,7 +270,7 @@ def test_a_unix_socket_of_the_host_is_not_reachable(busybox_image, tmp_path):
 async def test_background_and_setsid_processes_end_with_their_command_and_leave_no_zombies(base_image,
                                                                                           docker_engine):
     from skyrl_core import ToolContext
-    from skyrl_swe.bash import bash_tool
+    from skyrl_swe.tools import bash_tool
 
     async with runtime(base_image, max_processes=64, options={"workdir": "/root"}) as rt:
         ctx = ToolContext(runtime=rt)

@@ -16,7 +16,7 @@ import pytest
 from skyrl_core import Instance
 from skyrl_core.runtime import RuntimeSpec
 from skyrl_swe.docker_runtime import DockerRuntime
-from skyrl_swe.verifier import verify_patch
+from skyrl_swe.verifiers import verify_patch
 
 pytestmark = pytest.mark.timeout(900)
 REPO = Path(__file__).resolve().parents[4]
@@ -93,9 +93,9 @@ CODE_ATTACKS = {**A.CODE_ATTACKS, "rewrites the report at exit": (FORGE_AT_EXIT,
 @pytest.fixture
 def no_scan(monkeypatch):
     """The verifier's diff scan off (it finds exits and /proc at import): the run's own cross-checks decide."""
-    from skyrl_swe import verifier
+    from skyrl_swe import verifiers
 
-    monkeypatch.setattr(verifier, "tamper_findings", lambda patch: [])
+    monkeypatch.setattr(verifiers, "tamper_findings", lambda patch: [])
 
 
 @pytest.mark.parametrize("attack", list(CODE_ATTACKS))
