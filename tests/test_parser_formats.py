@@ -233,17 +233,19 @@ def test_hermes_and_deepseek_round_trip_hostile_strings(name, args, before, afte
         assert result.errors == []
 
 
+def qwen3_ambiguous(v: str) -> bool:
+    """A qwen3_coder value that itself holds "</parameter>" followed by "<parameter=" or "</function>" is ambiguous
+    by construction of the format (docs/parsers.md): the raw value closes its parameter, or the call, itself."""
+    return any(v[i:].lstrip().startswith(("<parameter=", "</function>")) or not v[i:].strip()
+               for i in range(len(v) + 1) if v[:i].endswith("</parameter>"))
+
+
 @FUZZ
 @given(name=tool_names, args=st.dictionaries(st.from_regex(r"[a-z_]{1,8}", fullmatch=True), hostile, max_size=4),
        before=prose)
 def test_qwen3_coder_round_trip_hostile_values(name, args, before):
-    # a value that itself holds "</parameter>" followed by "<parameter=" or "</function>" is ambiguous by
-    # construction of the format (docs/parsers.md); every other value comes back byte for byte
-    def ambiguous(v: str) -> bool:
-        return any(v[i:].lstrip().startswith(("<parameter=", "</function>")) or not v[i:].strip()
-                   for i in range(len(v) + 1) if v[:i].endswith("</parameter>"))
-
-    args = {k: v for k, v in args.items() if not ambiguous(v + "\n")}
+    # every value but the ambiguous ones (qwen3_ambiguous) comes back byte for byte
+    args = {k: v for k, v in args.items() if not qwen3_ambiguous(v + "\n")}
     text = xml.format_call(name, args)
     result = xml.parse(f"{before}\n{text}")
     assert calls(result) == [(name, args)], text
@@ -270,6 +272,8 @@ def test_unescaped_quotes_give_the_call_or_an_error_never_another_call(name, cod
        which=st.sampled_from(["qwen3_coder", "deepseek_v31"]), data=st.data())
 def test_cut_off_calls_are_never_run(name, args, which, data):
     parser = PARSERS[which]
+    if which == "qwen3_coder":  # a value that closes the call itself makes a shorter, complete call: left out
+        args = {k: v for k, v in args.items() if not qwen3_ambiguous(v + "\n")}
     text = parser.format_call(name, args)
     if which == "qwen3_coder":
         text = text[:text.rindex("</function>")]  # the call is complete only with its closing tag
