@@ -7,7 +7,8 @@ records from here, where the agent cannot write: the agent's only input is the a
 
 A text2sql env on the shipped database gets a private copy of it in the runtime's own temporary directory, so
 whatever SQL an agent runs (the env wraps each query in a transaction it rolls back) never reaches the shipped
-file or another trajectory's copy. ``exec`` runs no command: these environments are in-process text envs.
+file or another trajectory's copy; and SQL that does more than read never reaches the env
+(:mod:`skyrl_gymenvs.sqlguard`: a rolled-back ``ATTACH`` still creates its file). ``exec`` runs no command: these environments are in-process text envs.
 """
 
 from __future__ import annotations
@@ -21,10 +22,16 @@ from typing import Any
 from skyrl_core.runtime import ExecResult, Runtime, RuntimeSpec
 
 from .envs import copy_sql_root, make_env, uses_shipped_sql
+from .sqlguard import refused_sql
 
 
 class EnvDone(RuntimeError):
     """``step`` after the env said ``done``: no further action is taken or rewarded."""
+
+
+class ActionRefused(ValueError):
+    """An action the runtime does not pass to the env (text2sql SQL that does more than read: :mod:`.sqlguard`);
+    no step is taken, nothing is rewarded."""
 
 
 class GymRuntime(Runtime):
@@ -45,6 +52,7 @@ class GymRuntime(Runtime):
         self.infos: list[dict[str, Any]] = []
         self.step_errors: list[str] = []
         self.done = False
+        self.refused = 0
         self._dir: str | None = None
         self._lock = threading.Lock()
 
@@ -74,6 +82,12 @@ class GymRuntime(Runtime):
                 raise RuntimeError("the gymenv runtime has no environment (prepare was not called)")
             if self.done:
                 raise EnvDone("the environment has already finished; no further action is taken")
+            db_file = getattr(self.env, "db_file", None) if self.env_id == "text2sql" else None
+            if db_file is not None:
+                reason = refused_sql(action, db_file)
+                if reason is not None:
+                    self.refused += 1
+                    raise ActionRefused(f"SQL refused, only reading queries run: {reason}")
             try:
                 out = self.env.step(action)
             except Exception as exc:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from skyrl_core import Tool, ToolContext, ToolResult
 
-from .runtime import EnvDone
+from .runtime import ActionRefused, EnvDone
 
 MAX_ACTION_CHARS = 20000
 
@@ -26,6 +26,9 @@ async def gym_step(args: dict, ctx: ToolContext) -> ToolResult:
         out = await runtime.step(args["action"])
     except EnvDone as exc:
         return ToolResult(output=f"Error: {exc}.", error=True, finish=True)
+    except ActionRefused as exc:
+        return ToolResult(output=f"Error: {exc}. Nothing was run; the turn is not counted.", error=True,
+                          metadata={"refused": True})
     except Exception as exc:  # the env's own failure: shown to the model, recorded for the metrics
         return ToolResult(output=f"Error: the environment failed on this action: {type(exc).__name__}: {exc}",
                           error=True, metadata={"env_error": type(exc).__name__})

@@ -7,7 +7,8 @@ write: in these in-process text envs the agent's only input is the action text, 
 code (its ``compute_score``). An env that is not done when the trajectory ends (the turn limit) keeps the reward
 earned so far.
 
-Metrics: ``env_steps``, ``env_done`` (1/0), ``env_reward_last``, ``env_step_errors``, and the env's own
+Metrics: ``env_steps``, ``env_done`` (1/0), ``env_reward_last``, ``env_step_errors``, ``env_refused_actions`` (text2sql SQL refused before the env saw
+it) and the env's own
 ``get_metrics()`` under ``env_<name>`` (e.g. gsm8k multi-turn's ``env_steps``).
 """
 
@@ -26,5 +27,6 @@ async def gymenv_reward(trajectory: Any, runtime: Any, instance: Any) -> Verifie
     metrics: dict[str, Any] = {f"env_{k}": v for k, v in runtime.env_metrics().items()}
     metrics.update({"env_steps": len(runtime.rewards), "env_done": int(runtime.done),
                     "env_reward_last": runtime.rewards[-1] if runtime.rewards else 0.0,
-                    "env_step_errors": len(runtime.step_errors), "env_id": runtime.env_id})
+                    "env_step_errors": len(runtime.step_errors),
+                    "env_refused_actions": runtime.refused, "env_id": runtime.env_id})
     return VerifierResult(reward=float(sum(runtime.rewards)), metrics=metrics)
