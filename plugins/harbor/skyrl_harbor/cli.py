@@ -15,6 +15,7 @@ import typer
 from skyrl_core import Instance
 from skyrl_core.runtime import RuntimeSpec
 
+SOLUTION_TIMEOUT_S = 600.0  # for solve.sh when the task sets no [agent] timeout_sec
 harbor_app = typer.Typer(help="Harbor / Terminal-Bench task directories.", no_args_is_help=True,
                          rich_markup_mode=None)
 
@@ -36,7 +37,8 @@ async def run_solution(instance: Instance, spec: RuntimeSpec) -> tuple[float | N
     if task.solution is None:
         return None, "no solution/solve.sh"
     private = Path(tempfile.mkdtemp(prefix="skyrl-harbor-solution-"))
-    runtime = HarborSandbox(attrs.evolve(spec, cpu_time_s=max(int(spec.cpu_time_s), int(task.agent_timeout_s))))
+    seconds = task.agent_timeout_s or SOLUTION_TIMEOUT_S
+    runtime = HarborSandbox(attrs.evolve(spec, cpu_time_s=max(int(spec.cpu_time_s), int(seconds))))
     try:
         await runtime.start()
         await runtime.prepare(instance)
@@ -44,7 +46,7 @@ async def run_solution(instance: Instance, spec: RuntimeSpec) -> tuple[float | N
         for path in [private / "solution", *(private / "solution").rglob("*")]:
             path.chmod(0o755)
         runtime.mounts = [(str(private / "solution"), "/solution", False)]
-        result = await runtime.exec(["bash", "/solution/solve.sh"], timeout_s=task.agent_timeout_s)
+        result = await runtime.exec(["bash", "/solution/solve.sh"], timeout_s=seconds)
         verdict = await run_tests(instance, runtime.workspace, spec)
         note = "" if result.exit_code == 0 else f"solve.sh exit {result.exit_code}: {result.output[-200:]!r}"
         return verdict.reward, note or verdict.metrics.get("reward_problem", "")

@@ -72,6 +72,11 @@ def sandbox_plan(task: HarborTask) -> SandboxPlan:
     """Read the task's Dockerfile into a :class:`SandboxPlan`. Raises HarborEnvironmentError naming the file
     and line of the first instruction the sandbox cannot stand in for, and what would run here."""
     dockerfile = task.dockerfile
+    if not dockerfile.is_file():
+        raise HarborEnvironmentError(f"{task.path / 'task.toml'}: [environment] docker_image "
+                                     f"'{task.docker_image}' names a prebuilt image and there is no "
+                                     f"environment/Dockerfile; the sandbox runs tasks whose Dockerfile is FROM a "
+                                     f"plain {'/'.join(BASES)} image with only WORKDIR, ENV and COPY")
     base, workdir, env, copies = None, DEFAULT_WORKDIR, {}, []
 
     def refuse(number: int, line: str, why: str) -> HarborEnvironmentError:
@@ -124,4 +129,9 @@ def sandbox_plan(task: HarborTask) -> SandboxPlan:
             raise refuse(number, line, f"instruction {keyword} is not one the sandbox stands in for")
     if base is None:
         raise HarborEnvironmentError(f"{dockerfile}: no FROM line (a Dockerfile names its base image)")
+    # [environment] workdir overrides the Dockerfile's WORKDIR for commands (the files stay where COPY put them)
+    if task.workdir and task.workdir != workdir:
+        raise HarborEnvironmentError(f"{task.path / 'task.toml'}: [environment] workdir '{task.workdir}' differs "
+                                     f"from the Dockerfile's WORKDIR '{workdir}'; the sandbox mounts one "
+                                     f"workspace, so it runs tasks where they agree")
     return SandboxPlan(base=base, workdir=workdir, env=env, copies=tuple(copies))

@@ -4,7 +4,7 @@ The workspace is mounted at the Dockerfile's ``WORKDIR`` (``/app`` by default; t
 paths there) and commands start in it; the files the Dockerfile copies from ``environment/`` are laid into the
 workspace; ``ENV`` is set. The task's limits apply on top of the config's (the smaller wins): ``[environment]
 memory_mb`` bounds each command's memory, ``storage_mb`` the workspace's disk use, and ``[agent] timeout_sec``
-the whole agent turn — once it has passed, every command is refused with the ``agent_timeout`` limit named.
+(when set) the whole agent turn — once it has passed, every command is refused with the ``agent_timeout`` limit named.
 
 The verifier uses the same runtime with ``mounts``: extra host directories bound at fixed places (the task's
 ``tests/`` read-only at ``/tests``, a fresh directory at ``/logs/verifier``), and no agent deadline.
@@ -28,9 +28,9 @@ from .taskdir import HarborTask, load_task
 
 
 def task_spec(spec: RuntimeSpec, task: HarborTask) -> RuntimeSpec:
-    """``spec`` with the task's memory and storage limits applied (the smaller of the two wins)."""
-    return attrs.evolve(spec, memory_mb=min(int(spec.memory_mb), task.memory_mb),
-                        disk_mb=min(int(spec.disk_mb), task.storage_mb))
+    """``spec`` with the task's memory and storage limits applied where it sets them (the smaller wins)."""
+    return attrs.evolve(spec, memory_mb=min(int(spec.memory_mb), task.memory_mb or int(spec.memory_mb)),
+                        disk_mb=min(int(spec.disk_mb), task.storage_mb or int(spec.disk_mb)))
 
 
 def lay_out(plan: SandboxPlan, workspace: Path) -> None:
@@ -76,7 +76,7 @@ class HarborSandbox(LocalSandbox):
         self.spec = task_spec(self.spec, self.task)
         if not self.spec.source:  # a verifier's copy of the agent's workspace already holds the laid-out files
             await asyncio.to_thread(lay_out, self.plan, self.workspace)
-        if agent_deadline:
+        if agent_deadline and self.task.agent_timeout_s:
             self.deadline = time.monotonic() + self.task.agent_timeout_s
 
     @property

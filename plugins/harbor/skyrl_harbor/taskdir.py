@@ -12,6 +12,7 @@ Every problem is a :class:`HarborTaskError` naming the file and what would be va
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -20,12 +21,14 @@ import attrs
 
 from skyrl_core.errors import SkyrlError
 
-# Harbor's defaults where task.toml says nothing (its VerifierConfig / AgentConfig / EnvironmentConfig)
+# Harbor 0.25.0's defaults where task.toml says nothing (its VerifierConfig / AgentConfig / EnvironmentConfig):
+# the verifier has 600 s; the agent, cpus, memory and storage have no task limit (the config's limits apply)
 DEFAULT_VERIFIER_TIMEOUT_S = 600.0
-DEFAULT_AGENT_TIMEOUT_S = 600.0
-DEFAULT_CPUS = 1
-DEFAULT_MEMORY_MB = 2048
-DEFAULT_STORAGE_MB = 10240
+# a leading comment line that marks benchmark data (Harbor strips these and the blank lines after them)
+CANARY_LINE = re.compile(r"^(<!--.*canary.*-->|#.*canary.*)$", re.IGNORECASE)
+
+
+NETWORK_MODES = ("public", "no-network", "allowlist")
 
 
 class HarborTaskError(SkyrlError):
@@ -35,18 +38,23 @@ class HarborTaskError(SkyrlError):
 @attrs.define(frozen=True)
 class HarborTask:
     """One parsed task directory. ``name``: ``[task] name`` when given, else the directory's name; timeouts in
-    seconds; ``memory_mb``/``storage_mb`` in MiB; ``internet``: whether the task allows network access
-    (``allow_internet`` / ``network_mode``); ``config``: the whole ``task.toml`` as read."""
+    seconds (``agent_timeout_s`` None: the task sets none); ``cpus``, ``memory_mb``/``storage_mb`` (MiB): None
+    where the task sets none; ``network_mode``: ``public``, ``no-network`` or ``allowlist`` (the deprecated
+    ``allow_internet = false`` is ``no-network``); ``workdir``: ``[environment] workdir`` (overrides the
+    Dockerfile's WORKDIR) or None; ``docker_image``: a prebuilt image named instead of a Dockerfile, or None;
+    ``config``: the whole ``task.toml`` as read."""
 
     name: str
     path: Path
     instruction: str
     verifier_timeout_s: float
-    agent_timeout_s: float
-    cpus: float
-    memory_mb: int
-    storage_mb: int
-    internet: bool
+    agent_timeout_s: float | None
+    cpus: float | None
+    memory_mb: int | None
+    storage_mb: int | None
+    network_mode: str
+    workdir: str | None
+    docker_image: str | None
     verifier_env: dict[str, str]
     config: dict[str, Any]
 
@@ -64,27 +72,40 @@ class HarborTask:
         return solve if solve.is_file() else None
 
 
-def _number(table: dict, key: str, default: float, where: Path) -> float:
+def _number(table: dict, key: str, default: float | None, where: Path) -> float | None:
     value = table.get(key, default)
+    if value is None:
+        return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
         raise HarborTaskError(f"{where}: '{key}' must be a positive number of seconds/units (got {value!r})")
     return float(value)
 
 
-def _memory_mb(env: dict, where: Path) -> int:
-    """``memory_mb`` (Harbor >= 0.2), else the older ``memory`` string (``"2G"``, ``"512M"``)."""
-    if "memory_mb" in env:
-        return int(_number(env, "memory_mb", DEFAULT_MEMORY_MB, where))
-    text = env.get("memory")
+def _size_mb(env: dict, key: str, where: Path) -> int | None:
+    """``KEY_mb`` (MiB), else the deprecated ``KEY`` string (``"2G"``, ``"512M"``, ``"64K"``), else None."""
+    if f"{key}_mb" in env:
+        return int(_number(env, f"{key}_mb", None, where))
+    text = env.get(key)
     if text is None:
-        return DEFAULT_MEMORY_MB
-    units = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
-    raw = str(text).strip().upper().rstrip("B")
+        return None
+    units = {"K": 1 / 1024, "M": 1, "G": 1024}
+    raw = str(text).strip().upper()
     try:
-        return int(float(raw[:-1]) * units[raw[-1]]) if raw and raw[-1] in units else int(float(raw))
-    except ValueError:
-        raise HarborTaskError(f"{where}: [environment] memory {text!r} is not a size (e.g. '2G', '512M', "
-                              f"or memory_mb = 2048)") from None
+        return int(float(raw[:-1]) * units[raw[-1]])
+    except (ValueError, KeyError, IndexError):
+        raise HarborTaskError(f"{where}: [environment] {key} {text!r} is not a size (e.g. '2G', '512M'; "
+                              f"or {key}_mb = 2048)") from None
+
+
+def strip_canary(text: str) -> str:
+    """The instruction without its leading canary comment lines and the blank lines after them."""
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines) and CANARY_LINE.match(lines[i].strip()):
+        i += 1
+    while i < len(lines) and not lines[i].strip():
+        i += 1
+    return "\n".join(lines[i:])
 
 
 def load_task(directory: str | Path) -> HarborTask:
@@ -108,29 +129,35 @@ def load_task(directory: str | Path) -> HarborTask:
     instruction_path = path / "instruction.md"
     if not instruction_path.is_file():
         raise HarborTaskError(f"{instruction_path}: missing (the task's prompt to the agent)")
-    instruction = instruction_path.read_text(encoding="utf-8").strip()
+    if config.get("steps"):
+        raise HarborTaskError(f"{toml_path}: a multi-step task ([[steps]]); skyrl-harbor runs single-step tasks")
+    instruction = strip_canary(instruction_path.read_text(encoding="utf-8")).strip()
     if not instruction:
         raise HarborTaskError(f"{instruction_path}: empty (the task's prompt to the agent)")
     test_sh = path / "tests" / "test.sh"
     if not test_sh.is_file():
         raise HarborTaskError(f"{test_sh}: missing (the verifier's entry point, which writes "
                               f"/logs/verifier/reward.txt); a task without tests cannot be scored")
-    if not (path / "environment" / "Dockerfile").is_file():
-        raise HarborTaskError(f"{path / 'environment' / 'Dockerfile'}: missing (the task's environment)")
     verifier, agent, env = config.get("verifier", {}), config.get("agent", {}), config.get("environment", {})
+    if not (path / "environment" / "Dockerfile").is_file() and not env.get("docker_image"):
+        raise HarborTaskError(f"{path / 'environment' / 'Dockerfile'}: missing (the task's environment; or "
+                              f"[environment] docker_image in task.toml)")
     verifier_env = verifier.get("env", {}) or {}
     if not isinstance(verifier_env, dict):
         raise HarborTaskError(f"{toml_path}: [verifier] env must be a table of strings")
     name = str(config.get("task", {}).get("name") or path.name)
-    network_mode = env.get("network_mode")
-    internet = bool(env.get("allow_internet", True)) if network_mode is None else network_mode != "none"
+    network_mode = env.get("network_mode") or ("no-network" if env.get("allow_internet") is False else "public")
+    if network_mode not in NETWORK_MODES:
+        raise HarborTaskError(f"{toml_path}: [environment] network_mode {network_mode!r}; valid: "
+                              f"{', '.join(NETWORK_MODES)}")
     return HarborTask(
         name=name, path=path, instruction=instruction,
         verifier_timeout_s=_number(verifier, "timeout_sec", DEFAULT_VERIFIER_TIMEOUT_S, toml_path),
-        agent_timeout_s=_number(agent, "timeout_sec", DEFAULT_AGENT_TIMEOUT_S, toml_path),
-        cpus=_number(env, "cpus", DEFAULT_CPUS, toml_path), memory_mb=_memory_mb(env, toml_path),
-        storage_mb=int(_number(env, "storage_mb", DEFAULT_STORAGE_MB, toml_path)),
-        internet=internet, verifier_env={str(k): str(v) for k, v in verifier_env.items()}, config=config)
+        agent_timeout_s=_number(agent, "timeout_sec", None, toml_path),
+        cpus=_number(env, "cpus", None, toml_path), memory_mb=_size_mb(env, "memory", toml_path),
+        storage_mb=_size_mb(env, "storage", toml_path), network_mode=network_mode,
+        workdir=env.get("workdir") or None, docker_image=env.get("docker_image") or None,
+        verifier_env={str(k): str(v) for k, v in verifier_env.items()}, config=config)
 
 
 def find_task_dirs(root: str | Path) -> list[Path]:

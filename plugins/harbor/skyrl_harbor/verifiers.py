@@ -1,6 +1,6 @@
 """The ``harbor_tests`` verifier: the task's ``tests/test.sh`` in a fresh sandbox over a copy of the agent's
-workspace, the reward read as Harbor reads it (``/logs/verifier/reward.txt``: one number; else
-``/logs/verifier/reward.json``: its ``reward``).
+workspace, the reward read as Harbor reads it (``/logs/verifier/reward.json``: its ``reward``; else
+``/logs/verifier/reward.txt``: one number).
 
 Trust rules (as the swe verifier's, docs/plugins/harbor.md): the agent never sees the tests, the reward file or
 the runner — ``tests/`` is copied from the task directory after the agent's turn and mounted read-only at
@@ -60,33 +60,34 @@ def _read_plain(path: Path) -> str | None:
 
 
 def read_reward(logs: Path) -> tuple[float, dict[str, Any]]:
-    """(reward, what was read) from a verifier logs directory, as Harbor defines it: ``reward.txt`` holding one
-    finite number, else ``reward.json`` holding an object whose ``reward`` (or only value) is one. A missing,
-    empty or unreadable reward is 0 with ``reward_problem`` saying why. Raises Forged for a link or an oversized
-    file."""
-    text = _read_plain(logs / "reward.txt")
+    """(reward, what was read) from a verifier logs directory, as harbor 0.25.0's verifier reads it:
+    ``reward.json`` first — an object of finite numbers, the reward its ``reward`` (or its only value) — else
+    ``reward.txt`` holding one finite number. A missing, empty or malformed reward is 0 with ``reward_problem``
+    saying why (Harbor raises there: no reward). Raises Forged for a link or an oversized file."""
+    text = _read_plain(logs / "reward.json")
     if text is not None:
         try:
-            value = float(text.strip())
+            rewards = json.loads(text)
         except ValueError:
-            return 0.0, {"reward_problem": f"reward.txt does not hold a number: {text.strip()[:80]!r}"}
-        if not math.isfinite(value):
-            return 0.0, {"reward_problem": f"reward.txt holds {value}, not a finite number"}
-        return value, {"reward_file": "reward.txt"}
-    text = _read_plain(logs / "reward.json")
+            return 0.0, {"reward_problem": "reward.json is not JSON"}
+        if not isinstance(rewards, dict) or not rewards or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                for v in rewards.values()):
+            return 0.0, {"reward_problem": "reward.json is not a non-empty object of finite numbers"}
+        if "reward" not in rewards and len(rewards) != 1:
+            return 0.0, {"reward_problem": f"reward.json has no 'reward' among {sorted(rewards)[:8]}"}
+        value = rewards.get("reward", next(iter(rewards.values())))
+        return float(value), {"reward_file": "reward.json", "rewards": rewards}
+    text = _read_plain(logs / "reward.txt")
     if text is None:
-        return 0.0, {"reward_problem": "test.sh wrote neither /logs/verifier/reward.txt nor reward.json"}
+        return 0.0, {"reward_problem": "test.sh wrote neither /logs/verifier/reward.json nor reward.txt"}
     try:
-        rewards = json.loads(text)
+        value = float(text.strip())
     except ValueError:
-        return 0.0, {"reward_problem": "reward.json is not JSON"}
-    if not isinstance(rewards, dict):
-        return 0.0, {"reward_problem": "reward.json is not an object"}
-    value = rewards.get("reward", next(iter(rewards.values())) if len(rewards) == 1 else None)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return 0.0, {"reward_problem": f"reward.json has no numeric 'reward' (keys: {sorted(rewards)[:8]})"}
-    return float(value), {"reward_file": "reward.json",
-                          "rewards": {k: v for k, v in rewards.items() if isinstance(v, (int, float))}}
+        return 0.0, {"reward_problem": f"reward.txt does not hold a number: {text.strip()[:80]!r}"}
+    if not math.isfinite(value):
+        return 0.0, {"reward_problem": f"reward.txt holds {value}, not a finite number"}
+    return value, {"reward_file": "reward.txt"}
 
 
 def _open_to(path: Path, drop: tuple[int, int] | None, mode: int) -> None:

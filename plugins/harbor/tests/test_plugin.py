@@ -37,8 +37,8 @@ def test_sample_tasks_parse_with_their_timeouts_and_limits():
     instances = harbor_task.select(DataSpec())
     assert [i.id for i in instances] == ["skyrl/count-words", "hello-file"]
     count = load_task(instances[0].data["path"])
-    assert (count.agent_timeout_s, count.verifier_timeout_s, count.memory_mb, count.internet) == \
-        (120.0, 60.0, 1024, False)
+    assert (count.agent_timeout_s, count.verifier_timeout_s, count.memory_mb, count.network_mode) == \
+        (120.0, 60.0, 1024, "no-network")
     messages = build_instructions(instances[1], harbor_task)
     assert messages[1] == {"role": "user", "content": "Create a file named `hello.txt` in `/app` whose only "
                                                       "content is the line `Hello, world!`."}

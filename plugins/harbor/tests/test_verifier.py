@@ -31,15 +31,18 @@ def test_skyrl_harbor_verify_scores_solution_1_and_nothing_0():
 
 def test_reward_is_read_as_harbor_defines_it(tmp_path):
     assert read_reward(tmp_path)[0] == 0.0 and "neither" in read_reward(tmp_path)[1]["reward_problem"]
-    (tmp_path / "reward.json").write_text('{"reward": 0.5, "tests_passed": 3}')
+    (tmp_path / "reward.txt").write_text("1\n")
+    assert read_reward(tmp_path) == (1.0, {"reward_file": "reward.txt"})
+    (tmp_path / "reward.json").write_text('{"reward": 0.5, "tests_passed": 3}')  # reward.json first
     assert read_reward(tmp_path) == (0.5, {"reward_file": "reward.json", "rewards": {"reward": 0.5,
                                                                                      "tests_passed": 3}})
-    (tmp_path / "reward.txt").write_text("1\n")  # reward.txt first
-    assert read_reward(tmp_path)[0] == 1.0
+    (tmp_path / "reward.json").write_text('{"reward": "1"}')
+    assert read_reward(tmp_path)[0] == 0.0
+    (tmp_path / "reward.json").unlink()
     (tmp_path / "reward.txt").write_text("nan")
     assert read_reward(tmp_path)[0] == 0.0
     (tmp_path / "reward.txt").unlink()
-    (tmp_path / "reward.txt").symlink_to(tmp_path / "reward.json")
+    (tmp_path / "reward.txt").symlink_to(tmp_path / "elsewhere")
     with pytest.raises(Forged, match="not a regular file"):
         read_reward(tmp_path)
 
