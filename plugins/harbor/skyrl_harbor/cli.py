@@ -48,8 +48,13 @@ async def run_solution(instance: Instance, spec: RuntimeSpec) -> tuple[float | N
         runtime.mounts = [(str(private / "solution"), "/solution", False)]
         result = await runtime.exec(["bash", "/solution/solve.sh"], timeout_s=seconds)
         verdict = await run_tests(instance, runtime.workspace, spec)
-        note = "" if result.exit_code == 0 else f"solve.sh exit {result.exit_code}: {result.output[-200:]!r}"
-        return verdict.reward, note or verdict.metrics.get("reward_problem", "")
+        if result.exit_code != 0:
+            return verdict.reward, f"solve.sh exit {result.exit_code}: {result.output.strip()[-200:]!r}"
+        if verdict.reward != 1:
+            tail = verdict.metrics.get("test_output_tail", "").strip().splitlines()[-1:] or [""]
+            return verdict.reward, (verdict.reason or verdict.metrics.get("reward_problem") or
+                                    f"test.sh said: {tail[0][:200]!r}")
+        return verdict.reward, ""
     finally:
         await runtime.close()
         shutil.rmtree(private, ignore_errors=True)

@@ -7,6 +7,8 @@ nothing on disk (``CMD``, ``ENTRYPOINT``, ``LABEL``, ``EXPOSE``, ``USER``, ``SHE
 gives the host's system (``/usr``, read-only) and the host's Python in place of the image's: close enough for a
 task that installs nothing. Anything else (a ``RUN`` step, another base) needs the image built, which this plugin
 does not do yet: :func:`sandbox_plan` refuses it with :class:`HarborEnvironmentError` naming the Dockerfile line.
+So does a ``tests/test.sh`` that installs its own tools when it runs (``apt-get``, ``curl``, ``uvx``, ``pip``...:
+Harbor's task template does), since the sandbox has neither root nor, by default, the network.
 """
 
 from __future__ import annotations
@@ -68,15 +70,32 @@ def _env_pairs(args: str) -> dict[str, str]:
     return dict(p.split("=", 1) for p in parts if "=" in p)
 
 
+# commands a test.sh runs to install its own tools at verification time: they need root and the network, which
+# the sandbox gives neither (Harbor's task template does this: apt-get curl, the uv installer, uvx pytest)
+INSTALLERS = re.compile(r"(^|[\s;&|(])(apt-get|apt|apk|yum|dnf|curl|wget|uvx|uv|pip|pip3|npm|conda)\s")
+
+
+def _check_test_script(task: HarborTask) -> None:
+    test_sh = task.tests_dir / "test.sh"
+    for number, line in enumerate(test_sh.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        code = line.split("#", 1)[0]
+        found = INSTALLERS.search(code)
+        if found:
+            raise HarborEnvironmentError(
+                f"{test_sh}:{number}: {line.strip()[:120]!r} — the tests install their tools when they run "
+                f"({found.group(2)}), which needs root and the network; the sandbox runs tests that use what the "
+                f"system and the Python environment already hold")
+
+
 def sandbox_plan(task: HarborTask) -> SandboxPlan:
     """Read the task's Dockerfile into a :class:`SandboxPlan`. Raises HarborEnvironmentError naming the file
     and line of the first instruction the sandbox cannot stand in for, and what would run here."""
     dockerfile = task.dockerfile
     if not dockerfile.is_file():
-        raise HarborEnvironmentError(f"{task.path / 'task.toml'}: [environment] docker_image "
-                                     f"'{task.docker_image}' names a prebuilt image and there is no "
-                                     f"environment/Dockerfile; the sandbox runs tasks whose Dockerfile is FROM a "
-                                     f"plain {'/'.join(BASES)} image with only WORKDIR, ENV and COPY")
+        named = f" ([environment] docker_image '{task.docker_image}' names a prebuilt image)" \
+            if task.docker_image else ""
+        raise HarborEnvironmentError(f"{dockerfile}: missing{named}; the sandbox runs tasks whose Dockerfile is "
+                                     f"FROM a plain {'/'.join(BASES)} image with only WORKDIR, ENV and COPY")
     base, workdir, env, copies = None, DEFAULT_WORKDIR, {}, []
 
     def refuse(number: int, line: str, why: str) -> HarborEnvironmentError:
@@ -129,6 +148,7 @@ def sandbox_plan(task: HarborTask) -> SandboxPlan:
             raise refuse(number, line, f"instruction {keyword} is not one the sandbox stands in for")
     if base is None:
         raise HarborEnvironmentError(f"{dockerfile}: no FROM line (a Dockerfile names its base image)")
+    _check_test_script(task)
     # [environment] workdir overrides the Dockerfile's WORKDIR for commands (the files stay where COPY put them)
     if task.workdir and task.workdir != workdir:
         raise HarborEnvironmentError(f"{task.path / 'task.toml'}: [environment] workdir '{task.workdir}' differs "

@@ -111,7 +111,8 @@ def strip_canary(text: str) -> str:
 def load_task(directory: str | Path) -> HarborTask:
     """Parse one task directory. Raises HarborTaskError naming the file when ``task.toml`` is missing or not
     valid TOML, a section is not a table or a timeout is not a positive number, ``instruction.md`` is missing
-    or empty, ``tests/test.sh`` is missing, or ``environment/Dockerfile`` is missing."""
+    or empty, ``tests/test.sh`` is missing, or there is neither ``environment/`` nor ``[environment]
+    docker_image`` (as harbor 0.25.0 requires; a missing Dockerfile is the sandbox's concern, not the parse's)."""
     path = Path(directory).resolve()
     if not path.is_dir():
         raise HarborTaskError(f"{directory}: not a directory (a Harbor task is a directory with task.toml, "
@@ -139,9 +140,9 @@ def load_task(directory: str | Path) -> HarborTask:
         raise HarborTaskError(f"{test_sh}: missing (the verifier's entry point, which writes "
                               f"/logs/verifier/reward.txt); a task without tests cannot be scored")
     verifier, agent, env = config.get("verifier", {}), config.get("agent", {}), config.get("environment", {})
-    if not (path / "environment" / "Dockerfile").is_file() and not env.get("docker_image"):
-        raise HarborTaskError(f"{path / 'environment' / 'Dockerfile'}: missing (the task's environment; or "
-                              f"[environment] docker_image in task.toml)")
+    if not (path / "environment").is_dir() and not env.get("docker_image"):
+        raise HarborTaskError(f"{path / 'environment'}: missing (the task's environment, with its Dockerfile; "
+                              f"or [environment] docker_image in task.toml)")
     verifier_env = verifier.get("env", {}) or {}
     if not isinstance(verifier_env, dict):
         raise HarborTaskError(f"{toml_path}: [verifier] env must be a table of strings")

@@ -4,3 +4,5 @@ these tests see."""
 import os
 
 os.environ["SKYRL_LOAD_PLUGINS"] = "skyrl-harbor"
+
+collect_ignore = ["fixtures"]  # real Harbor task directories: their own tests/ run inside a task's environment

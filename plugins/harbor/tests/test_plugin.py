@@ -103,3 +103,22 @@ async def test_runtime_is_laid_out_as_the_image_and_refuses_after_the_agent_time
         assert refused.metadata["limits"] == ["agent_timeout"] and "timeout_sec of 3 s" in refused.output
     finally:
         await runtime.close()
+
+
+def test_harbor_template_task_parses_as_harbor_does_and_the_sandbox_refuses_it():
+    example = Path(__file__).parent / "fixtures" / "harbor-examples" / "hello-world"
+    task = load_task(example)
+    assert (task.name, task.agent_timeout_s, task.verifier_timeout_s, task.network_mode, task.memory_mb) == \
+        ("ivanleomk/hello-world", 600.0, 600.0, "public", None)
+    assert task.instruction == "Create a file at `/app/hello.txt` containing exactly:\n\n```text\nHello, world!\n```"
+    with pytest.raises(HarborEnvironmentError, match="a RUN step") as info:
+        sandbox_plan(task)
+    assert f"{example / 'environment' / 'Dockerfile'}:4:" in str(info.value)
+
+
+def test_tests_that_install_their_tools_are_refused_naming_the_line(tmp_path):
+    task_dir = _copy(tmp_path)
+    (task_dir / "tests" / "test.sh").write_text("#!/bin/bash\n# set up\napt-get update\nuvx pytest /tests\n")
+    with pytest.raises(HarborEnvironmentError, match="install their tools") as info:
+        sandbox_plan(load_task(task_dir))
+    assert f"{task_dir / 'tests' / 'test.sh'}:3:" in str(info.value)
