@@ -3,7 +3,8 @@
 The workspace is mounted at the Dockerfile's ``WORKDIR`` (``/app`` by default; tasks and their tests name absolute
 paths there) and commands start in it; the files the Dockerfile copies from ``environment/`` are laid into the
 workspace; ``ENV`` is set. The task's limits apply on top of the config's (the smaller wins): ``[environment]
-memory_mb`` bounds each command's memory, ``storage_mb`` the workspace's disk use, and ``[agent] timeout_sec``
+memory_mb`` bounds each command's memory, ``storage_mb`` the workspace's disk use, ``network_mode =
+"no-network"`` keeps the network off whatever the config says, and ``[agent] timeout_sec``
 (when set) the whole agent turn — once it has passed, every command is refused with the ``agent_timeout`` limit named.
 
 The verifier uses the same runtime with ``mounts``: extra host directories bound at fixed places (the task's
@@ -28,9 +29,11 @@ from .taskdir import HarborTask, load_task
 
 
 def task_spec(spec: RuntimeSpec, task: HarborTask) -> RuntimeSpec:
-    """``spec`` with the task's memory and storage limits applied where it sets them (the smaller wins)."""
+    """``spec`` with the task's limits applied where it sets them: memory and storage (the smaller wins), and
+    ``network_mode = "no-network"`` turns the network off even where the config allows it."""
     return attrs.evolve(spec, memory_mb=min(int(spec.memory_mb), task.memory_mb or int(spec.memory_mb)),
-                        disk_mb=min(int(spec.disk_mb), task.storage_mb or int(spec.disk_mb)))
+                        disk_mb=min(int(spec.disk_mb), task.storage_mb or int(spec.disk_mb)),
+                        network=bool(spec.network) and task.network_mode != "no-network")
 
 
 def lay_out(plan: SandboxPlan, workspace: Path) -> None:

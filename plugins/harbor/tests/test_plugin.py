@@ -87,11 +87,12 @@ async def test_runtime_is_laid_out_as_the_image_and_refuses_after_the_agent_time
     task_dir = _copy(tmp_path, "count-words")
     toml = task_dir / "task.toml"
     toml.write_text(toml.read_text().replace("[agent]\ntimeout_sec = 120.0", "[agent]\ntimeout_sec = 3.0"))
-    runtime = HarborSandbox(RuntimeSpec(type="harbor_sandbox", memory_mb=4096))
+    runtime = HarborSandbox(RuntimeSpec(type="harbor_sandbox", memory_mb=4096, network=True))
     await runtime.start()
     try:
         await runtime.prepare(Instance(id="t", data={"path": str(task_dir)}))
         assert runtime.spec.memory_mb == 1024  # the task's limit is smaller than the config's
+        assert runtime.spec.network is False  # network_mode = "no-network" (allow_internet = false)
         ctx = ToolContext(runtime=runtime)
         out = await terminal_tool.call({"command": "pwd; echo $LC_ALL; wc -w < /app/data/words.txt; "
                                                    "touch /made-here"}, ctx)

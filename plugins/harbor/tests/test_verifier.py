@@ -101,3 +101,13 @@ async def test_code_under_test_planting_a_link_as_the_reward_is_tampering(tmp_pa
     verdict = await _verdict(task_dir, f"echo 'ln -s {secret} /logs/verifier/reward.txt' > prog.sh")
     assert (verdict.reward, verdict.outcome) == (0.0, "tampered")
     assert "not a regular file" in verdict.reason
+
+
+async def test_verifier_timeout_is_honoured(tmp_path):
+    task_dir = Path(shutil.copytree(SAMPLES / "hello-file", tmp_path / "slow-tests"))
+    toml = task_dir / "task.toml"
+    toml.write_text(toml.read_text().replace("[verifier]\ntimeout_sec = 60.0", "[verifier]\ntimeout_sec = 1.0"))
+    (task_dir / "tests" / "test.sh").write_text("#!/bin/bash\nsleep 20\necho 1 > /logs/verifier/reward.txt\n")
+    verdict = await _verdict(task_dir, "echo 'Hello, world!' > hello.txt")
+    assert (verdict.reward, verdict.metrics["test_timed_out"]) == (0.0, True)
+    assert verdict.metrics["test_seconds"] < 15
