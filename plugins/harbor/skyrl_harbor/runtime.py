@@ -8,7 +8,8 @@ memory_mb`` bounds each command's memory, ``storage_mb`` the workspace's disk us
 (when set) the whole agent turn — once it has passed, every command is refused with the ``agent_timeout`` limit named.
 
 The verifier uses the same runtime with ``mounts``: extra host directories bound at fixed places (the task's
-``tests/`` read-only at ``/tests``, a fresh directory at ``/logs/verifier``), and no agent deadline.
+``tests/`` read-only at ``/tests``, a fresh directory at ``/logs/verifier``), ``home`` ``/tmp`` (so nothing the
+agent left in its HOME — a ``~/.local`` user site — runs in the tests), and no agent deadline.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ class HarborSandbox(LocalSandbox):
         self.plan: SandboxPlan | None = None
         self.mounts: list[tuple[str, str, bool]] = []
         self.deadline: float | None = None
+        self.home: str | None = None  # HOME inside (None: the WORKDIR); the verifier's is outside the workspace
 
     async def start(self) -> None:
         await super().start()
@@ -103,7 +105,10 @@ class HarborSandbox(LocalSandbox):
             extra += ["--bind" if writable else "--ro-bind", host, place]
         at = argv.index("--remount-ro")
         argv = [*argv[:at], *extra, *argv[at:]]
-        return [self.workdir if a == ws and argv[i - 1] == "--chdir" else a for i, a in enumerate(argv)]
+        home = self.home or self.workdir
+        return [self.workdir if a == ws and argv[i - 1] == "--chdir" else
+                home if a == ws and argv[i - 1] == "HOME" and argv[i - 2] == "--setenv" else a
+                for i, a in enumerate(argv)]
 
     async def exec(self, command: str | list[str], timeout_s: float = 30.0, stdin: str | None = None,
                    env: dict[str, str] | None = None, pass_fds: tuple[int, ...] = ()) -> ExecResult:
@@ -119,6 +124,6 @@ class HarborSandbox(LocalSandbox):
             timeout_s = min(timeout_s, left)
         full = dict(self.plan.env) if self.plan else {}
         if self.plan and self.bwrap:
-            full["HOME"] = self.workdir
+            full["HOME"] = self.home or self.workdir
         full.update(env or {})
         return await super().exec(command, timeout_s=timeout_s, stdin=stdin, env=full, pass_fds=pass_fds)

@@ -6,7 +6,9 @@ Trust rules (as the swe verifier's, docs/plugins/harbor.md): the agent never see
 the runner — ``tests/`` is copied from the task directory after the agent's turn and mounted read-only at
 ``/tests``; ``/logs/verifier`` is a fresh host directory that exists only in the verifier's sandbox (the agent's
 sandbox has a read-only root, so it cannot make one, and a ``reward.txt`` it leaves in its workspace is just a
-file there); the runner is that ``test.sh`` (its shebang's interpreter, from the read-only system). Every process of the test run
+file there); the runner is that ``test.sh`` (its shebang's interpreter, from the read-only system), with ``HOME`` in
+the sandbox's private ``/tmp``, not the workspace that was the agent's ``HOME`` (no ``~/.local`` user site, no
+dotfiles of the agent's are read). Every process of the test run
 dies with the run (its own pid namespace), so nothing rewrites the reward after ``test.sh`` exits. The reward file
 is read without following links, as a regular file of at most 64 KiB: a link or anything else is tampering.
 What is not defended (as in Harbor): code under test runs in the same sandbox as ``test.sh`` and could write the
@@ -123,9 +125,10 @@ async def run_tests(instance: Instance, workspace: Path | None, spec: RuntimeSpe
         os.chmod(tests, 0o755)
         _open_to(logs, runtime._drop, 0o755)
         runtime.mounts = [(str(tests), "/tests", False), (str(logs), "/logs/verifier", True)]
+        runtime.home = "/tmp"  # the agent's HOME was its workspace: its ~/.local, ~/.bashrc... stay unread
         # run as Harbor runs it: the script itself (its shebang picks the interpreter; bash when it has none)
         result = await runtime.exec("/tests/test.sh", timeout_s=task.verifier_timeout_s,
-                                    env=task.verifier_env)
+                                    env={"PYTHONNOUSERSITE": "1", **task.verifier_env})
         metrics: dict[str, Any] = {"test_exit_code": result.exit_code, "test_timed_out": result.timed_out,
                                    "test_seconds": round(result.duration_s, 2), "test_limits": list(result.limits)}
         try:

@@ -111,3 +111,16 @@ async def test_verifier_timeout_is_honoured(tmp_path):
     verdict = await _verdict(task_dir, "echo 'Hello, world!' > hello.txt")
     assert (verdict.reward, verdict.metrics["test_timed_out"]) == (0.0, True)
     assert verdict.metrics["test_seconds"] < 15
+
+
+async def test_code_planted_in_the_home_directory_does_not_run_in_the_verifier(tmp_path):
+    """The agent's workspace is its HOME; the verifier's HOME is elsewhere, so a ``usercustomize`` the agent
+    leaves in ``~/.local`` is not imported by the tests' Python and cannot write the reward."""
+    task_dir = Path(shutil.copytree(SAMPLES / "hello-file", tmp_path / "python-tests"))
+    (task_dir / "tests" / "test.sh").write_text(
+        "#!/bin/bash\n/usr/bin/python3 -c 'print(\"checking\")'\n"
+        "if [ \"$(cat /app/hello.txt 2>/dev/null)\" = 'Hello, world!' ]; then echo 1 > /logs/verifier/reward.txt; fi\n")
+    site = ".local/lib/python3.11/site-packages"
+    plant = f"mkdir -p ~/{site} && echo \"open('/logs/verifier/reward.txt', 'w').write('1')\" > ~/{site}/usercustomize.py"
+    verdict = await _verdict(task_dir, plant)
+    assert verdict.reward == 0.0 and verdict.metrics["reward_problem"].startswith("test.sh wrote neither")
