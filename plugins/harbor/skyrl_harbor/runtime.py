@@ -53,7 +53,8 @@ class HarborSandbox(LocalSandbox):
 
     ``instance`` (or :meth:`prepare`) gives the task: ``instance.data["path"]`` is its directory. ``mounts``:
     (host directory, place in the sandbox, writable) bound after the workspace; ``deadline``: a monotonic time
-    after which commands are refused (set by :meth:`prepare` from ``[agent] timeout_sec``; None for none).
+    after which commands are refused (``[agent] timeout_sec`` from the agent's first command: the time a
+    dispatcher queues a prepared runtime is not the agent's; None for none).
     Raises HarborTaskError from :meth:`prepare` when the task directory is bad, HarborEnvironmentError when its
     environment needs a built image."""
 
@@ -66,6 +67,7 @@ class HarborSandbox(LocalSandbox):
         self.plan: SandboxPlan | None = None
         self.mounts: list[tuple[str, str, bool]] = []
         self.deadline: float | None = None
+        self._timed = False  # the agent's clock starts at its first command (queueing before it is not its time)
         self.home: str | None = None  # HOME inside (None: the WORKDIR); the verifier's is outside the workspace
 
     async def start(self) -> None:
@@ -74,15 +76,16 @@ class HarborSandbox(LocalSandbox):
             await self.prepare(self.instance)
 
     async def prepare(self, instance: Any, agent_deadline: bool = True) -> None:
-        """Read the task, apply its limits, lay its files into the workspace and start the agent's clock."""
+        """Read the task, apply its limits, lay its files into the workspace and arm the agent's clock (it starts
+        at the first command)."""
         self.instance = instance
         self.task = await asyncio.to_thread(load_task, instance.data["path"])
         self.plan = await asyncio.to_thread(sandbox_plan, self.task)
         self.spec = task_spec(self.spec, self.task)
         if not self.spec.source:  # a verifier's copy of the agent's workspace already holds the laid-out files
             await asyncio.to_thread(lay_out, self.plan, self.workspace)
-        if agent_deadline and self.task.agent_timeout_s:
-            self.deadline = time.monotonic() + self.task.agent_timeout_s
+        self._timed = bool(agent_deadline and self.task.agent_timeout_s)
+        self.deadline = None
 
     @property
     def workdir(self) -> str:
@@ -114,6 +117,8 @@ class HarborSandbox(LocalSandbox):
                    env: dict[str, str] | None = None, pass_fds: tuple[int, ...] = ()) -> ExecResult:
         """Run ``command`` from the WORKDIR with the Dockerfile's ENV; refused (limit ``agent_timeout``) once the
         task's agent timeout has passed, and bounded by what is left of it."""
+        if self._timed and self.deadline is None:
+            self.deadline = time.monotonic() + self.task.agent_timeout_s
         if self.deadline is not None:
             left = self.deadline - time.monotonic()
             if left <= 0:
