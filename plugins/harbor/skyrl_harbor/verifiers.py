@@ -119,9 +119,11 @@ async def run_tests(instance: Instance, workspace: Path | None, spec: RuntimeSpe
         tests, logs = private / "tests", private / "logs" / "verifier"
         await asyncio.to_thread(shutil.copytree, task.tests_dir, tests, symlinks=False)
         logs.mkdir(parents=True)
-        for root, dirs, files in os.walk(tests):
+        for root, dirs, files in os.walk(tests):  # readable by the sandbox's user; executables (and .sh) runnable
             for name in dirs + files:
-                os.chmod(Path(root, name), 0o755 if name in dirs or name.endswith(".sh") else 0o644)
+                path = Path(root, name)
+                runnable = name in dirs or name.endswith(".sh") or path.stat().st_mode & 0o111
+                os.chmod(path, 0o755 if runnable else 0o644)
         os.chmod(tests, 0o755)
         _open_to(logs, runtime._drop, 0o755)
         runtime.mounts = [(str(tests), "/tests", False), (str(logs), "/logs/verifier", True)]
