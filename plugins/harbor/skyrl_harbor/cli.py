@@ -1,0 +1,112 @@
+"""``skyrl harbor verify DIR``: check Harbor tasks here — does each parse, does its environment run in the
+sandbox, does its reference ``solution/solve.sh`` score 1 and doing nothing score 0."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import attrs
+import typer
+
+from skyrl_core import Instance
+from skyrl_core.runtime import RuntimeSpec
+
+SOLUTION_TIMEOUT_S = 600.0  # for solve.sh when the task sets no [agent] timeout_sec
+harbor_app = typer.Typer(help="Harbor / Terminal-Bench task directories.", no_args_is_help=True,
+                         rich_markup_mode=None)
+
+
+@harbor_app.callback()
+def harbor_group() -> None:
+    """Harbor / Terminal-Bench task directories: ``verify`` checks them here."""
+
+
+async def run_solution(instance: Instance, spec: RuntimeSpec) -> tuple[float | None, str]:
+    """(reward, note) of the task's ``solution/solve.sh`` run as the agent would (in its sandbox, solution/
+    read-only at /solution, under the agent timeout), then scored by :func:`~skyrl_harbor.verifiers.run_tests`.
+    None when the task ships no solution."""
+    from .runtime import HarborSandbox
+    from .taskdir import load_task
+    from .verifiers import run_tests
+
+    task = load_task(instance.data["path"])
+    if task.solution is None:
+        return None, "no solution/solve.sh"
+    private = Path(tempfile.mkdtemp(prefix="skyrl-harbor-solution-"))
+    seconds = task.agent_timeout_s or SOLUTION_TIMEOUT_S
+    runtime = HarborSandbox(attrs.evolve(spec, cpu_time_s=max(int(spec.cpu_time_s), int(seconds))))
+    try:
+        await runtime.start()
+        await runtime.prepare(instance)
+        shutil.copytree(task.solution.parent, private / "solution")
+        for path in [private / "solution", *(private / "solution").rglob("*")]:
+            path.chmod(0o755)
+        runtime.mounts = [(str(private / "solution"), "/solution", False)]
+        result = await runtime.exec(["bash", "/solution/solve.sh"], timeout_s=seconds)
+        verdict = await run_tests(instance, runtime.workspace, spec)
+        if result.exit_code != 0:
+            return verdict.reward, f"solve.sh exit {result.exit_code}: {result.output.strip()[-200:]!r}"
+        if verdict.reward != 1:
+            tail = verdict.metrics.get("test_output_tail", "").strip().splitlines()[-1:] or [""]
+            return verdict.reward, (verdict.reason or verdict.metrics.get("reward_problem") or
+                                    f"test.sh said: {tail[0][:200]!r}")
+        return verdict.reward, ""
+    finally:
+        await runtime.close()
+        shutil.rmtree(private, ignore_errors=True)
+
+
+async def verify_tasks(root: Path, spec: RuntimeSpec) -> list[dict]:
+    """One row per task directory under ``root``: ``task``, ``parses`` (bool), ``runs_here`` (bool),
+    ``solution`` and ``nothing`` (rewards, None where not run) and ``note`` (the first problem met)."""
+    from .environment import sandbox_plan
+    from .taskdir import HarborTaskError, find_task_dirs, load_task
+    from .verifiers import run_tests
+
+    rows = []
+    for directory in find_task_dirs(root):
+        row = {"task": directory.name, "parses": False, "runs_here": False, "solution": None, "nothing": None,
+               "note": ""}
+        rows.append(row)
+        try:
+            task = load_task(directory)
+            row["task"], row["parses"] = task.name, True
+            sandbox_plan(task)
+        except HarborTaskError as exc:
+            row["note"] = str(exc)
+            continue
+        row["runs_here"] = True
+        instance = Instance(id=task.name, data={"path": str(task.path)})
+        control = await run_tests(instance, None, spec)
+        row["nothing"] = control.reward
+        row["solution"], row["note"] = await run_solution(instance, spec)
+    return rows
+
+
+@harbor_app.command("verify")
+def verify_command(
+    path: Path = typer.Argument(..., help="A Harbor task directory or a folder of them."),
+    as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
+    network: bool = typer.Option(False, "--network", help="Allow network access in the sandboxes."),
+) -> None:
+    """Parse every task, and for each whose environment runs in the sandbox score its reference solution
+    (expected 1) and doing nothing (expected 0). Exit status 1 when a runnable task does not score so."""
+    rows = asyncio.run(verify_tasks(path, RuntimeSpec(type="harbor_sandbox", network=network)))
+    if as_json:
+        typer.echo(json.dumps(rows, indent=1))
+    else:
+        fmt = lambda v: "-" if v is None else f"{v:g}"  # noqa: E731
+        typer.echo(f"{'task':40} {'parses':6} {'runs':5} {'solution':8} {'nothing':7}  note")
+        for r in rows:
+            typer.echo(f"{r['task'][:40]:40} {'yes' if r['parses'] else 'NO':6} {'yes' if r['runs_here'] else 'no':5}"
+                       f" {fmt(r['solution']):8} {fmt(r['nothing']):7}  {r['note'][:160]}")
+        ran = [r for r in rows if r["runs_here"]]
+        typer.echo(f"{len(rows)} tasks: {sum(r['parses'] for r in rows)} parse, {len(ran)} run here, "
+                   f"{sum(r['solution'] == 1 for r in ran)} solution=1, {sum(r['nothing'] == 0 for r in ran)} "
+                   f"nothing=0")
+    bad = [r for r in rows if r["runs_here"] and (r["solution"] not in (1, None) or r["nothing"] != 0)]
+    raise typer.Exit(1 if bad else 0)

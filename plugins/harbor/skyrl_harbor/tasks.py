@@ -1,0 +1,72 @@
+"""The ``harbor`` task: Harbor task directories (one, or a folder of them) as instances.
+
+``data: {path: DIR}`` names a task directory or a folder holding task directories (each with a ``task.toml``);
+without ``path``, the two sample tasks shipped in the package (``sample_tasks/``).
+Every task is parsed when the data is loaded, so a bad one fails the run at once with its file named; a task whose
+environment needs a built image (see :mod:`skyrl_harbor.environment`) fails it too, unless
+``data.options.skip_unrunnable`` is true (then it is left out and logged). An instance's ``id`` is the task's
+name, its ``data`` the directory's path: the runtime and the verifier read the rest from the directory.
+"""
+
+from __future__ import annotations
+
+import logging
+from importlib import resources
+
+from skyrl_core import DataSpec, Instance, Task
+
+from .environment import HarborEnvironmentError, sandbox_plan
+from .taskdir import HarborTaskError, find_task_dirs, load_task
+
+log = logging.getLogger(__name__)
+
+SYSTEM_PROMPT = ("You are working in a Linux terminal. Use the terminal tool to run bash commands that complete "
+                 "the task; call finish when it is done.")
+
+
+def sample_tasks() -> str:
+    """The two small Harbor tasks shipped in the package (``sample_tasks/``): the data when ``path`` is not
+    given."""
+    return str(resources.files(__package__).joinpath("sample_tasks"))
+
+
+def load(spec: DataSpec) -> list[Instance]:
+    """The instances under ``spec.path`` (sorted by directory). Raises HarborTaskError when ``path`` holds no
+    task, or a task is bad; HarborEnvironmentError for a task the sandbox cannot run unless
+    ``options.skip_unrunnable``."""
+    skip = bool(spec.options.get("skip_unrunnable", False))
+    instances, seen = [], set()
+    root = spec.path or sample_tasks()
+    for directory in find_task_dirs(root):
+        task = load_task(directory)
+        try:
+            sandbox_plan(task)
+        except HarborEnvironmentError as exc:
+            if not skip:
+                raise
+            log.warning("skipping %s: %s", task.name, exc)
+            continue
+        if task.name in seen:
+            raise HarborTaskError(f"{directory / 'task.toml'}: task name '{task.name}' is used by another task "
+                                  f"under {root}")
+        seen.add(task.name)
+        instances.append(Instance(id=task.name, data={"path": str(task.path)}))
+    return instances
+
+
+def build_instructions(instance: Instance, task: Task) -> list[dict]:
+    """The opening messages: a short system prompt and the task's ``instruction.md`` as the user's message."""
+    harbor = load_task(instance.data["path"])
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": harbor.instruction}]
+
+
+harbor_task = Task(
+    name="harbor",
+    description="Harbor / Terminal-Bench task directories (data.path: a task directory or a folder of them); "
+                "a terminal in a sandbox laid out as the task's image, scored by the task's tests/test.sh.",
+    load=load,
+    instruction_builder="harbor",
+    tools=("terminal", "finish"),
+    verifier="harbor_tests",
+    runtime="harbor_sandbox",
+)
