@@ -84,9 +84,27 @@ def register_commands(register):
                                     help="Require 'Authorization: Bearer KEY' (default: no auth)."),
         threads: int = typer.Option(None, "--threads",
                                     help="torch CPU threads (default: torch's choice; 1 is faster on a busy host)."),
+        record: bool = typer.Option(False, "--record",
+                                    help="Serve the recording gateway instead (docs/gateway.md): every chat call "
+                                         "recorded per session as token ids and logprobs."),
+        token: str = typer.Option(None, "--token", envvar="SKYRL_GATEWAY_TOKEN",
+                                  help="--record: bearer token required on every request (required on a "
+                                       "non-loopback --host)."),
+        parser: str = typer.Option("hermes", "--parser", help="--record: the registered tool-call parser."),
+        require_open: bool = typer.Option(False, "--require-open",
+                                          help="--record: sessions must be opened (POST /sessions) before use."),
+        max_request_bytes: int = typer.Option(2 * 1024 * 1024, "--max-request-bytes",
+                                              help="--record: request body bound in bytes (413 above it)."),
     ) -> None:
         """Serve the hf engine as an OpenAI-compatible HTTP server (/v1/models, /v1/completions,
-        /v1/chat/completions, POST /v1/load_weights)."""
+        /v1/chat/completions, POST /v1/load_weights); with --record, the recording gateway."""
+        if record:
+            from .gateway import run_gateway
+
+            run_gateway(model=model, host=host, port=port, max_batch=max_batch, device=device, dtype=dtype,
+                        served_name=served_name, token=token, parser=parser, require_open=require_open,
+                        max_request_bytes=max_request_bytes, threads=threads)
+            return
         from .serve import run_server
 
         run_server(model=model, host=host, port=port, max_batch=max_batch, device=device, dtype=dtype,
