@@ -350,3 +350,32 @@ def test_tool_calls_come_back_in_openai_form_and_a_malformed_one_as_content(tiny
         assert running.gateway.sessions["bad"].metrics["parse_errors"] == 1
     finally:
         running.close()
+
+
+def test_smollm2_through_the_gateway_records_its_exact_ids_in_one_datum(hf_engine):
+    """The real model, tools described in the prompt as the agent loop does: every recorded call is what the
+    engine produced, and the conversation continued with the gateway's own replies packs into one datum."""
+    tap = Tap(hf_engine)
+    running = Running(Gateway(tap, ChatFormat(hf_engine.tokenizer), served_name="smollm2-135m-instruct"))
+    try:
+        messages = [{"role": "user", "content": "List the files in the current directory."}]
+        for turn in range(3):
+            r = running.client.post("/sessions/real/v1/chat/completions", json={
+                "model": "smollm2-135m-instruct", "messages": messages, "tools": TOOLS, "temperature": 0.0,
+                "max_tokens": 24, "logprobs": True})
+            assert r.status_code == 200, r.text
+            msg = {k: v for k, v in r.json()["choices"][0]["message"].items() if v is not None}
+            follow = ({"role": "tool", "tool_call_id": msg["tool_calls"][0]["id"], "content": "a.txt b.txt"}
+                      if msg.get("tool_calls") else {"role": "user", "content": "Use the bash tool."})
+            messages = messages + [msg, follow]
+        wrong = running.client.post("/sessions/real/v1/chat/completions",
+                                    json={"model": "gpt-4", "messages": messages})
+        assert wrong.status_code == 400 and "smollm2-135m-instruct" in wrong.json()["error"]["message"]
+    finally:
+        running.close()
+    traj = running.gateway.trajectory("real")
+    assert [(t.input_ids, t.output_ids) for t in traj.transitions] == [
+        (ids, list(out.output_ids)) for ids, out in tap.calls]
+    assert all(t.output_logprobs == list(out.output_logprobs) for t, (_, out) in zip(traj.transitions, tap.calls))
+    assert len(pack_transitions(traj.transitions)) == 1
+    assert traj.metrics["gateway_extended"] == 2 and traj.metrics["gateway_drift"] == 0
