@@ -185,6 +185,8 @@ def test_sessions_by_header_and_user_field_and_none_is_refused(served):
     r = running.client.post("/v1/chat/completions", json={"messages": msgs, "user": "usr", **GREEDY})
     assert r.status_code == 200
     assert {"hdr", "usr"} <= set(running.gateway.sessions)
+    r = running.client.post("/v1/chat/completions", json={"messages": msgs, "user": "a b/../c", **GREEDY})
+    assert r.status_code == 400 and "'a b/../c'" in r.json()["error"]["message"]
     r = running.client.post("/v1/chat/completions", json={"messages": msgs, **GREEDY})
     assert r.status_code == 400 and r.json()["error"]["type"] == "no_session"
     assert "X-Session-Id" in r.json()["error"]["message"]
@@ -379,3 +381,96 @@ def test_smollm2_through_the_gateway_records_its_exact_ids_in_one_datum(hf_engin
     assert all(t.output_logprobs == list(out.output_logprobs) for t, (_, out) in zip(traj.transitions, tap.calls))
     assert len(pack_transitions(traj.transitions)) == 1
     assert traj.metrics["gateway_extended"] == 2 and traj.metrics["gateway_drift"] == 0
+
+
+# -- external harnesses: the run stage (skyrl_core/default_plugins/engines/harness.py) -----------------------------
+
+HARNESS_SCRIPT = r"""
+import json, os, urllib.request
+base = os.environ["OPENAI_BASE_URL"]
+messages = [{"role": "user", "content": "Write a file."}]
+for turn in range(2):
+    req = urllib.request.Request(base + "/chat/completions", method="POST",
+        data=json.dumps({"messages": messages, "temperature": 0.0, "max_tokens": 5}).encode(),
+        headers={"Content-Type": "application/json", "Authorization": "Bearer " + os.environ["OPENAI_API_KEY"]})
+    reply = json.load(urllib.request.urlopen(req))["choices"][0]["message"]
+    messages += [reply, {"role": "user", "content": "ok %d" % turn}]
+open("harness_was_here.txt", "w").write(str(len(messages)))
+"""
+
+
+def harness_trajectory():
+    from skyrl_core.transitions import Trajectory
+
+    return Trajectory(instance_id="i0", sample_index=0, task="external", group_id="g0")
+
+
+def test_a_harness_command_in_the_sandbox_is_recorded_as_one_datum(tiny_engine, chat_format):
+    from skyrl_core.default_plugins.engines.harness import run_harness
+    from skyrl_core.default_plugins.runtimes.sandbox import LocalSandbox
+    from skyrl_core.runtime import RuntimeSpec
+
+    async def main():
+        tap = Tap(tiny_engine)
+        gateway = Gateway(tap, chat_format, require_open=True, token="tok-1")
+        await gateway.start()
+        traj = harness_trajectory()
+        try:
+            async with LocalSandbox(RuntimeSpec(network=True)) as rt:
+                await run_harness(traj, gateway=gateway, harness=["python3", "-c", HARNESS_SCRIPT], runtime=rt,
+                                  timeout_s=60)
+                written = (await rt.exec("cat harness_was_here.txt", timeout_s=10)).output
+        finally:
+            await gateway.stop()
+        return tap, traj, written
+
+    tap, traj, written = asyncio.run(main())
+    assert traj.finish_reason == "finished" and not traj.masked, traj.error
+    assert written == "5"  # the harness acted in the task's workspace
+    assert [(t.input_ids, t.output_ids) for t in traj.transitions] == [
+        (ids, list(out.output_ids)) for ids, out in tap.calls]
+    assert len(traj.transitions) == 2 and len(pack_transitions(traj.transitions)) == 1
+    assert traj.turns == 2 and traj.messages[-1]["role"] == "assistant"
+
+
+def test_harness_failures_end_as_named_masked_finish_reasons(tiny_engine, chat_format):
+    from skyrl_core.default_plugins.engines.harness import run_harness
+    from skyrl_core.default_plugins.runtimes.sandbox import LocalSandbox
+    from skyrl_core.runtime import RuntimeSpec
+
+    def one_call_then_crash(url, traj, runtime):
+        r = httpx.post(url + "/chat/completions", json={"messages": [{"role": "user", "content": "hi"}], **GREEDY},
+                       timeout=60)
+        assert r.status_code == 200
+        raise RuntimeError("the harness tripped over its own parser")
+
+    async def hangs(url, traj, runtime):
+        await asyncio.sleep(3600)
+
+    def never_calls(url, traj, runtime):
+        return "done"
+
+    async def main():
+        gateway = Gateway(Tap(tiny_engine), chat_format, require_open=True)
+        await gateway.start()
+        out = {}
+        try:
+            for name, harness in [("crash", one_call_then_crash), ("hang", hangs), ("silent", never_calls)]:
+                out[name] = harness_trajectory()
+                await run_harness(out[name], gateway=gateway, harness=harness, timeout_s=2 if name == "hang" else 60)
+            async with LocalSandbox(RuntimeSpec(network=True)) as rt:
+                out["exit"] = harness_trajectory()
+                await run_harness(out["exit"], gateway=gateway, harness="echo broken; exit 3", runtime=rt,
+                                  timeout_s=30)
+        finally:
+            await gateway.stop()
+        return gateway, out
+
+    gateway, out = asyncio.run(main())
+    crash, hang, silent, exit_ = out["crash"], out["hang"], out["silent"], out["exit"]
+    assert crash.finish_reason == "error_run" and crash.masked and "tripped over" in crash.error
+    assert len(crash.transitions) == 1  # what it recorded before crashing is kept, masked
+    assert hang.finish_reason == "timeout" and hang.masked and "2 s" in hang.error
+    assert silent.finish_reason == "no_llm_call" and silent.masked and not silent.transitions
+    assert exit_.finish_reason == "error_run" and "exited with 3" in exit_.error and "broken" in exit_.error
+    assert all(s.ended for s in gateway.sessions.values())  # a late request from an abandoned harness is refused

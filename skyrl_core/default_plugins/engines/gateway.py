@@ -46,6 +46,7 @@ import hmac
 import ipaddress
 import json
 import logging
+import re
 import socket
 import time
 import uuid
@@ -62,6 +63,8 @@ from skyrl_core.transitions import Trajectory, Transition
 from .serve import BadRequest, _cut_stop, _sampling
 
 log = logging.getLogger(__name__)
+
+_SESSION_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
 
 MAX_REQUEST_BYTES = 2 * 1024 * 1024  # a request body above this is refused with 413
 COUNTERS = ("requests", "bad_request", "no_session", "context_exceeded", "unauthorized", "unknown_session",
@@ -159,8 +162,11 @@ class Gateway:
 
     # -- the in-process API ----------------------------------------------------------------------------------
     def open(self, session_id: str | None = None) -> str:
-        """Open a session (a fresh id when None) and return its id; ValueError if it exists."""
+        """Open a session (a fresh id when None) and return its id; ValueError if it exists or is not made of
+        letters, digits, ``.``, ``_`` and ``-`` (it is a URL path segment)."""
         sid = session_id or uuid.uuid4().hex
+        if not _SESSION_ID.fullmatch(sid):
+            raise ValueError(f"session id {sid!r} must be 1-128 letters, digits, '.', '_' or '-'")
         if sid in self.sessions:
             raise ValueError(f"session '{sid}' is already open")
         self.sessions[sid] = Session(sid)
@@ -217,6 +223,9 @@ class Gateway:
                                                   "'X-Session-Id' header, or the 'user' field")
         session = self.sessions.get(sid)
         if session is None:
+            if not _SESSION_ID.fullmatch(sid):
+                raise GatewayError(400, "bad_request", f"session id {sid[:200]!r} must be 1-128 letters, digits, "
+                                                       "'.', '_' or '-'")
             if self.require_open:
                 raise GatewayError(404, "unknown_session", f"session '{sid}' is not open; this gateway requires "
                                                            "sessions to be opened first (POST /sessions)")
@@ -474,12 +483,12 @@ class Gateway:
         async def open_session(request: Request):
             body = await body_of(request)
             sid = body.get("id")
-            if sid is not None and (not isinstance(sid, str) or not sid or "/" in sid):
-                raise GatewayError(400, "bad_request", "'id' must be a non-empty string without '/'")
+            if sid is not None and sid in gw.sessions:
+                raise GatewayError(409, "bad_request", f"session '{sid}' is already open")
             try:
-                sid = gw.open(sid)
+                sid = gw.open(None if sid is None else str(sid))
             except ValueError as exc:
-                raise GatewayError(409, "bad_request", str(exc)) from None
+                raise GatewayError(400, "bad_request", str(exc)) from None
             return {"id": sid, "base_url": f"{str(request.base_url).rstrip('/')}/sessions/{sid}/v1"}
 
         def known(sid: str) -> Session:
