@@ -76,30 +76,16 @@ class Running:
 
 
 @pytest.fixture(scope="module")
-def tiny_engine(tiny_chat_model_dir):
-    from skyrl_core.default_plugins.engines.hf import HFEngine
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    eng = HFEngine(model=tiny_chat_model_dir, max_batch=4, device="cpu")
-    try:
-        yield eng
-    finally:
-        asyncio.run(eng.close())
-        torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def chat_format(tiny_engine):
-    return ChatFormat(tiny_engine.tokenizer)
+def chat_format(tiny_hf_engine):
+    return ChatFormat(tiny_hf_engine.tokenizer)
 
 
 @pytest.fixture
-def served(tiny_engine, chat_format):
+def served(tiny_hf_engine, chat_format):
     made: list[Running] = []
 
     def make(**kwargs) -> tuple[Running, Tap]:
-        tap = Tap(tiny_engine)
+        tap = Tap(tiny_hf_engine)
         running = Running(Gateway(tap, chat_format, **kwargs))
         made.append(running)
         return running, tap
@@ -321,8 +307,8 @@ TOOLS = [{"type": "function", "function": {"name": "bash", "description": "run a
                                                           "properties": {"command": {"type": "string"}}}}}]
 
 
-def test_tool_calls_come_back_in_openai_form_and_a_malformed_one_as_content(tiny_engine, chat_format):
-    good = CallWriter(tiny_engine.tokenizer, 'Running it.\n<tool_call>\n{"name": "bash", "arguments": '
+def test_tool_calls_come_back_in_openai_form_and_a_malformed_one_as_content(tiny_hf_engine, chat_format):
+    good = CallWriter(tiny_hf_engine.tokenizer, 'Running it.\n<tool_call>\n{"name": "bash", "arguments": '
                                              '{"command": "ls"}}\n</tool_call>')
     running = Running(Gateway(good, chat_format))
     try:
@@ -343,7 +329,7 @@ def test_tool_calls_come_back_in_openai_form_and_a_malformed_one_as_content(tiny
         assert "tool_calls" not in plain and "<tool_call>" in plain["content"]
     finally:
         running.close()
-    bad = CallWriter(tiny_engine.tokenizer, '<tool_call>\n{"name": "bash", "arguments": {"command": }\n</tool_call>')
+    bad = CallWriter(tiny_hf_engine.tokenizer, '<tool_call>\n{"name": "bash", "arguments": {"command": }\n</tool_call>')
     running = Running(Gateway(bad, chat_format))
     try:
         choice = running.chat("bad", [{"role": "user", "content": "x"}], tools=TOOLS).json()["choices"][0]
@@ -405,13 +391,13 @@ def harness_trajectory():
     return Trajectory(instance_id="i0", sample_index=0, task="external", group_id="g0")
 
 
-def test_a_harness_command_in_the_sandbox_is_recorded_as_one_datum(tiny_engine, chat_format):
+def test_a_harness_command_in_the_sandbox_is_recorded_as_one_datum(tiny_hf_engine, chat_format):
     from skyrl_core.default_plugins.engines.harness import run_harness
     from skyrl_core.default_plugins.runtimes.sandbox import LocalSandbox
     from skyrl_core.runtime import RuntimeSpec
 
     async def main():
-        tap = Tap(tiny_engine)
+        tap = Tap(tiny_hf_engine)
         gateway = Gateway(tap, chat_format, require_open=True, token="tok-1")
         await gateway.start()
         traj = harness_trajectory()
@@ -433,7 +419,7 @@ def test_a_harness_command_in_the_sandbox_is_recorded_as_one_datum(tiny_engine, 
     assert traj.turns == 2 and traj.messages[-1]["role"] == "assistant"
 
 
-def test_harness_failures_end_as_named_masked_finish_reasons(tiny_engine, chat_format):
+def test_harness_failures_end_as_named_masked_finish_reasons(tiny_hf_engine, chat_format):
     from skyrl_core.default_plugins.engines.harness import run_harness
     from skyrl_core.default_plugins.runtimes.sandbox import LocalSandbox
     from skyrl_core.runtime import RuntimeSpec
@@ -451,7 +437,7 @@ def test_harness_failures_end_as_named_masked_finish_reasons(tiny_engine, chat_f
         return "done"
 
     async def main():
-        gateway = Gateway(Tap(tiny_engine), chat_format, require_open=True)
+        gateway = Gateway(Tap(tiny_hf_engine), chat_format, require_open=True)
         await gateway.start()
         out = {}
         try:
