@@ -28,12 +28,13 @@ ids, ``finish_reason: tool_calls``); text the parser could not read comes back a
 is counted (``parse_errors``). ``tool_choice: none`` returns plain content; ``required`` or a named function
 cannot be enforced on free decoding: a reply without the call is counted (``tool_choice_unmet``).
 
-Bad input, each a JSON error ``{"error": {"message", "type", "code"}}`` and a gateway counter (:attr:`Gateway.counters`):
-400 ``bad_request`` / ``no_session`` / ``context_exceeded``, 401 ``unauthorized``, 404 ``unknown_session``,
-409 ``session_ended``, 409 ``session_busy`` (a second request on a session while one is in flight: a
-trajectory is a sequence, so concurrent calls on one session are refused, not queued in an arbitrary order), 413
-``request_too_large`` (the body exceeds ``max_request_bytes``, named in the message), 502 ``engine_error`` (the
-engine failed; nothing of that request is recorded and the session is as before, so the client may retry).
+Bad input, each a JSON error ``{"error": {"message", "type", "code"}}`` and a gateway counter
+(:attr:`Gateway.counters`): 400 ``bad_request`` / ``no_session`` / ``context_exceeded``, 401 ``unauthorized``,
+404 ``unknown_session``, 409 ``session_ended``, 409 ``session_busy`` (a second request on a session while one is
+in flight: a trajectory is a sequence, so concurrent calls on one session are refused, not queued in an
+arbitrary order), 413 ``request_too_large`` (the body exceeds ``max_request_bytes``, named in the message), 502
+``engine_error`` (the engine failed; nothing of that request is recorded and the session is as before, so the
+client may retry).
 
 Binding: 127.0.0.1 by default; on any other interface a token is required (``--token`` or
 ``SKYRL_GATEWAY_TOKEN``) and every request but ``/health`` must carry ``Authorization: Bearer <token>``
