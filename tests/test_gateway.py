@@ -479,3 +479,48 @@ def test_special_token_text_in_messages_stays_text(served, chat_format):
     added = t2.input_ids[len(t1.input_ids) + len(t1.output_ids):]
     plain = chat_format.continuation_ids([{"role": chat_format.observation_role, "content": "x"}], t1.output_ids)
     assert added.count(start) == plain.count(start) and added.count(end) == plain.count(end)
+
+
+def test_skyrl_serve_record_serves_a_config_engine(tiny_chat_model_dir, tmp_path):
+    """The command itself, in a subprocess: ``skyrl serve --record --config`` builds the config's engine through
+    the registry, and a session opened over HTTP records what the engine returned."""
+    import os
+    import re
+    import time
+
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(f"model: {tiny_chat_model_dir}\nengine: {{type: hf, device: cpu, max_batch: 2}}\n")
+    env = {**os.environ, "SKYRL_LOAD_PLUGINS": "", "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "skyrl_core.cli", "serve", "--record", "--config", str(cfg),
+                             "--port", "0", "--threads", "1", "--require-open"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        lines, url, deadline = [], None, time.time() + 120
+        while url is None and time.time() < deadline:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            lines.append(line)
+            m = re.search(r"listening on (http://\S+)", line)
+            url = m.group(1) if m else None
+        assert url, "".join(lines)
+        threading.Thread(target=proc.stderr.read, daemon=True).start()  # never block on a full pipe
+        with httpx.Client(base_url=url, timeout=60) as client:
+            opened = client.post("/sessions", json={"id": "cli-1"}).json()
+            assert opened["base_url"].endswith("/sessions/cli-1/v1")
+            r = client.post("/sessions/cli-1/v1/chat/completions", json={
+                "model": tiny_chat_model_dir, "messages": [{"role": "user", "content": "hi"}],
+                "return_token_ids": True, **GREEDY})
+            assert r.status_code == 200, r.text
+            (t,) = client.get("/sessions/cli-1").json()["transitions"]
+            assert t["output_ids"] == r.json()["choices"][0]["token_ids"]
+            assert t["input_ids"] == r.json()["prompt_token_ids"]
+            assert client.post("/sessions/nope/v1/chat/completions",
+                               json={"messages": [{"role": "user", "content": "hi"}]}).status_code == 404
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -95,6 +95,9 @@ def register_commands(register):
                                           help="--record: sessions must be opened (POST /sessions) before use."),
         max_request_bytes: int = typer.Option(2 * 1024 * 1024, "--max-request-bytes",
                                               help="--record: request body bound in bytes (413 above it)."),
+        config: str = typer.Option(None, "--config",
+                                   help="--record: a run config; serve its engine (any registered engine.type) "
+                                        "with its chat format and agent.parser."),
     ) -> None:
         """Serve the hf engine as an OpenAI-compatible HTTP server (/v1/models, /v1/completions,
         /v1/chat/completions, POST /v1/load_weights); with --record, the recording gateway."""
@@ -103,7 +106,7 @@ def register_commands(register):
 
             run_gateway(model=model, host=host, port=port, max_batch=max_batch, device=device, dtype=dtype,
                         served_name=served_name, token=token, parser=parser, require_open=require_open,
-                        max_request_bytes=max_request_bytes, threads=threads)
+                        max_request_bytes=max_request_bytes, threads=threads, config=config)
             return
         from .serve import run_server
 
