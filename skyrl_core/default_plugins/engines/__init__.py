@@ -1,5 +1,6 @@
 """Built-in inference engines (``hf``, ``openai``, ``vllm``) and the ``skyrl serve`` command; ``models.py`` resolves a
-config's model name to a local Hugging Face directory (converting the bundled GGUF once).
+config's model name to a local Hugging Face directory (converting the bundled GGUF once); ``gateway.py`` is the
+recording gateway (``skyrl serve --record``) and ``harness.py`` the run stage of an external harness against it.
 
 Each factory takes the whole Config and imports its engine module only when called, so loading the default
 plugins (and ``skyrl --help``) never imports torch, transformers, httpx or vllm.
