@@ -140,7 +140,7 @@ def test_a_rewritten_history_starts_a_new_datum_and_reports_the_drift(served, ch
     session = running.gateway.sessions["b"]
     assert session.metrics["drift"] == 1
     event = session.metrics["drift_events"][0]
-    assert event["call"] == 2 and event["first_message"] == 0
+    assert event["call"] == 2 and event["first_message"] == 0 and event["reason"] == "history_changed"
     prev = session.transitions[1].input_ids + session.transitions[1].output_ids
     third = session.transitions[2].input_ids
     k = event["first_token"]
@@ -160,6 +160,11 @@ def test_a_reply_sent_back_differently_is_drift_not_a_silent_retokenisation(serv
     assert r2.status_code == 200
     metrics = running.gateway.sessions["c"].metrics
     assert metrics["drift"] == 1 and metrics["drift_events"][0]["first_message"] == 1
+    # the same conversation with tools added: a different prompt, so a new datum too
+    r3 = running.chat("c", first + [edited, {"role": "user", "content": "Again."}, reply_of(r2),
+                                    {"role": "user", "content": "Once more."}], tools=TOOLS)
+    assert r3.status_code == 200
+    assert metrics["drift"] == 2 and metrics["drift_events"][1]["reason"] == "tools_changed"
 
 
 def test_sessions_by_header_and_user_field_and_none_is_refused(served):
@@ -524,3 +529,24 @@ def test_skyrl_serve_record_serves_a_config_engine(tiny_chat_model_dir, tmp_path
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def test_a_template_that_drops_thinking_is_followed_as_a_new_datum(tiny_hf_engine):
+    """Qwen3's template drops an earlier turn's <think> block once a user message follows: the gateway renders
+    the conversation as the template does (a new datum, reason ``template_drops_thinking``), as the loop does."""
+    import copy
+    from pathlib import Path
+
+    template = (Path(__file__).parent / "fixtures" / "chat_templates" / "qwen3-0.6b.jinja").read_text()
+    qwen = ChatFormat(copy.deepcopy(tiny_hf_engine.tokenizer), chat_template=template)
+    thinker = CallWriter(tiny_hf_engine.tokenizer, "<think>\nIt is 4.\n</think>\n\nFour.")
+    running = Running(Gateway(thinker, qwen))
+    try:
+        first = [{"role": "user", "content": "2+2?"}]
+        r1 = running.chat("q", first)
+        assert running.chat("q", first + [reply_of(r1), {"role": "user", "content": "And 3+3?"}]).status_code == 200
+        metrics = running.gateway.sessions["q"].metrics
+        assert metrics["drift"] == 1 and metrics["drift_events"][0]["reason"] == "template_drops_thinking"
+        assert "It is 4." not in qwen.tokenizer.decode(running.gateway.sessions["q"].transitions[1].input_ids)
+    finally:
+        running.close()

@@ -109,8 +109,9 @@ def normalize(message: dict) -> dict:
 class Session:
     """One trajectory's calls. ``transitions`` as recorded; ``metrics``: ``calls``, ``extended`` (calls whose input
     extends the previous call's), ``drift`` (calls that started a new datum after the first), ``drift_events``
-    (``{"call", "first_message", "first_token"}`` per drift: indexes of the first differing message of the request
-    and the first differing token against the previous call's input + output), ``parse_errors``, ``tool_calls``,
+    (``{"call", "first_message", "first_token", "reason"}`` per drift: indexes of the first differing message of
+    the request and the first differing token against the previous call's input + output; ``reason`` is
+    ``history_changed``, ``tools_changed`` or ``template_drops_thinking``), ``parse_errors``, ``tool_calls``,
     ``tool_choice_unmet``, ``engine_errors``, ``busy_rejections``."""
 
     id: str
@@ -258,16 +259,21 @@ class Gateway:
         """-> (input ids, new_context). Extends the previous call's ids when ``messages`` continue it."""
         norm = [normalize(m) for m in messages]
         prev = session.messages
+        reason = "history_changed" if tools == session.tools else "tools_changed"
         if session.transitions and tools == session.tools and len(norm) > len(prev) and norm[:len(prev)] == prev:
             for reply, index in session.replies:
-                if norm[len(prev)] == reply:
-                    last = session.transitions[index]
-                    schemas = self._schemas(tools)
-                    suffix = _render_demonstrations(messages[len(prev) + 1:], self.parser, self.chat,
-                                                    native_tools=bool(schemas) and self.chat.tools_in_template)
-                    cont = self.chat.continuation_ids(suffix, last.output_ids, schemas)
-                    session.metrics["extended"] += 1
-                    return list(last.input_ids) + list(last.output_ids) + cont, False
+                if norm[len(prev)] != reply:
+                    continue
+                if self.chat.needs_rerender(norm[:len(prev) + 1], norm[len(prev) + 1:]):
+                    reason = "template_drops_thinking"  # the template would drop earlier <think> blocks: follow it
+                    break
+                last = session.transitions[index]
+                schemas = self._schemas(tools)
+                suffix = _render_demonstrations(messages[len(prev) + 1:], self.parser, self.chat,
+                                                native_tools=bool(schemas) and self.chat.tools_in_template)
+                cont = self.chat.continuation_ids(suffix, last.output_ids, schemas)
+                session.metrics["extended"] += 1
+                return list(last.input_ids) + list(last.output_ids) + cont, False
         prepared, schemas = self._prepare(messages, tools)
         ids = self.chat.start(prepared, schemas)
         if not session.transitions:
@@ -280,8 +286,7 @@ class Gateway:
         first_token = drift.first if drift.tokens else min(len(ids), len(last.input_ids) + len(last.output_ids))
         session.metrics["drift"] += 1
         session.metrics["drift_events"].append({"call": len(session.transitions), "first_message": first_message,
-                                                "first_token": first_token,
-                                                "tools_changed": tools != session.tools})
+                                                "first_token": first_token, "reason": reason})
         return ids, True
 
     def _reply(self, session: Session, out: Any, sp: SamplingParams, tools: list, tool_choice: Any) -> tuple[dict, str]:
