@@ -550,3 +550,17 @@ def test_a_template_that_drops_thinking_is_followed_as_a_new_datum(tiny_hf_engin
         assert "It is 4." not in qwen.tokenizer.decode(running.gateway.sessions["q"].transitions[1].input_ids)
     finally:
         running.close()
+
+
+def test_a_retried_request_replaces_the_unanswered_call_instead_of_recording_it_twice(served):
+    """A client that lost an answer (a timeout, a dropped connection) sends the same request again: the earlier
+    call, which the harness never saw, is replaced; the conversation stays one datum."""
+    running, tap = served()
+    msgs = [{"role": "user", "content": "Name a colour."}]
+    assert running.chat("retry", msgs).status_code == 200
+    r = running.chat("retry", msgs)  # the same request again
+    session = running.gateway.sessions["retry"]
+    assert len(session.transitions) == 1 and session.metrics["replays"] == 1 and session.metrics["drift"] == 0
+    assert session.transitions[0].output_ids == list(tap.calls[-1][1].output_ids)
+    assert running.chat("retry", msgs + [reply_of(r), {"role": "user", "content": "Another."}]).status_code == 200
+    assert len(session.transitions) == 2 and len(pack_transitions(session.transitions)) == 1

@@ -112,13 +112,15 @@ class Session:
     (``{"call", "first_message", "first_token", "reason"}`` per drift: indexes of the first differing message of
     the request and the first differing token against the previous call's input + output; ``reason`` is
     ``history_changed``, ``tools_changed`` or ``template_drops_thinking``), ``parse_errors``, ``tool_calls``,
-    ``tool_choice_unmet``, ``engine_errors``, ``busy_rejections``."""
+    ``tool_choice_unmet``, ``engine_errors``, ``busy_rejections``, ``replays`` (requests repeating the previous
+    one exactly, as a client does that retries after losing an answer: the previous request's transitions are
+    replaced by the new ones, never kept twice)."""
 
     id: str
     transitions: list[Transition] = attrs.Factory(list)
     metrics: dict[str, Any] = attrs.Factory(lambda: {
         "calls": 0, "extended": 0, "drift": 0, "drift_events": [], "parse_errors": 0, "tool_calls": 0,
-        "tool_choice_unmet": 0, "engine_errors": 0, "busy_rejections": 0})
+        "tool_choice_unmet": 0, "engine_errors": 0, "busy_rejections": 0, "replays": 0})
     messages: list[dict] = attrs.Factory(list)  # the last request's messages, normalised
     replies: list[tuple[dict, int]] = attrs.Factory(list)  # (normalised reply, transition index) per choice
     tools: list = attrs.Factory(list)
@@ -255,10 +257,14 @@ class Gateway:
             return (with_system_text(msgs, tools_prompt(tools)) if tools else msgs), schemas
         return self.chat.prepare(msgs, schemas), schemas
 
-    def _prompt_ids(self, session: Session, messages: list[dict], tools: list) -> tuple[list[int], bool]:
-        """-> (input ids, new_context). Extends the previous call's ids when ``messages`` continue it."""
+    def _prompt_ids(self, session: Session, messages: list[dict], tools: list) -> tuple[list[int], bool, bool]:
+        """-> (input ids, new_context, replay). Extends the previous call's ids when ``messages`` continue it;
+        ``replay``: the request repeats the previous one exactly (its ids are reused)."""
         norm = [normalize(m) for m in messages]
         prev = session.messages
+        if session.replies and tools == session.tools and norm == prev:
+            last = session.transitions[session.replies[0][1]]
+            return list(last.input_ids), last.new_context, True
         reason = "history_changed" if tools == session.tools else "tools_changed"
         if session.transitions and tools == session.tools and len(norm) > len(prev) and norm[:len(prev)] == prev:
             for reply, index in session.replies:
@@ -273,11 +279,11 @@ class Gateway:
                                                 native_tools=bool(schemas) and self.chat.tools_in_template)
                 cont = self.chat.continuation_ids(suffix, last.output_ids, schemas)
                 session.metrics["extended"] += 1
-                return list(last.input_ids) + list(last.output_ids) + cont, False
+                return list(last.input_ids) + list(last.output_ids) + cont, False, False
         prepared, schemas = self._prepare(messages, tools)
         ids = self.chat.start(prepared, schemas)
         if not session.transitions:
-            return ids, False
+            return ids, False, False
         expected = prev + [session.replies[0][0]] if session.replies else prev
         first_message = next((i for i, (a, b) in enumerate(zip(norm, expected)) if a != b),
                              min(len(norm), len(expected)))
@@ -287,7 +293,7 @@ class Gateway:
         session.metrics["drift"] += 1
         session.metrics["drift_events"].append({"call": len(session.transitions), "first_message": first_message,
                                                 "first_token": first_token, "reason": reason})
-        return ids, True
+        return ids, True, False
 
     def _reply(self, session: Session, out: Any, sp: SamplingParams, tools: list, tool_choice: Any) -> tuple[dict, str]:
         text = self.chat.decode(out.output_ids, keep_special=bool(member(self.parser, "parsers",
@@ -346,7 +352,7 @@ class Gateway:
             sp = attrs.evolve(sp, stop=tuple(sp.stop) + parser_stop)
         before = session.metrics["drift"], session.metrics["extended"], len(session.metrics["drift_events"])
         try:
-            ids, new_context = await asyncio.to_thread(self._prompt_ids, session, messages, tools)
+            ids, new_context, replay = await asyncio.to_thread(self._prompt_ids, session, messages, tools)
         except ValueError as exc:  # a demonstrated call without a name, a template that cannot render
             raise GatewayError(400, "bad_request", f"could not render 'messages': {exc}") from None
         limit = member(self.engine, "inference_engines", "max_context")
@@ -372,6 +378,9 @@ class Gateway:
             if out is None or getattr(out, "output_ids", None) is None:
                 self._undo(session, before)
                 raise GatewayError(502, "engine_error", f"the engine returned no output ({out!r})")
+        if replay:  # a client retrying a request whose answer it lost: the unanswered calls are replaced
+            del session.transitions[session.replies[0][1]:]
+            session.metrics["replays"] += 1
         for i, out in enumerate(outs):
             session.transitions.append(Transition(
                 input_ids=list(ids), output_ids=list(out.output_ids),
