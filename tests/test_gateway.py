@@ -19,6 +19,7 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
 from skyrl_core.chat import ChatFormat  # noqa: E402
+from skyrl_core.default_plugins.parsers import HermesParser  # noqa: E402
 from skyrl_core.inference.base import EngineError, GenerationOutput  # noqa: E402
 from skyrl_core.postprocess import pack_transitions  # noqa: E402
 from skyrl_core.scripted import ScriptedPolicy  # noqa: E402
@@ -442,20 +443,21 @@ def test_harness_failures_end_as_named_masked_finish_reasons(tiny_hf_engine, cha
         return "done"
 
     async def main():
-        gateway = Gateway(Tap(tiny_hf_engine), chat_format, require_open=True)
-        await gateway.start()
+        from skyrl_core.default_plugins.engines.harness import HarnessRunner
+
+        runner = HarnessRunner(Tap(tiny_hf_engine), chat_format, HermesParser())
         out = {}
         try:
             for name, harness in [("crash", one_call_then_crash), ("hang", hangs), ("silent", never_calls)]:
                 out[name] = harness_trajectory()
-                await run_harness(out[name], gateway=gateway, harness=harness, timeout_s=2 if name == "hang" else 60)
+                await runner.run(out[name], harness, timeout_s=2 if name == "hang" else 60)
             async with LocalSandbox(RuntimeSpec(network=True)) as rt:
                 out["exit"] = harness_trajectory()
-                await run_harness(out["exit"], gateway=gateway, harness="echo broken; exit 3", runtime=rt,
+                await run_harness(out["exit"], gateway=runner.gateway, harness="echo broken; exit 3", runtime=rt,
                                   timeout_s=30)
         finally:
-            await gateway.stop()
-        return gateway, out
+            await runner.close()
+        return runner.gateway, out
 
     gateway, out = asyncio.run(main())
     crash, hang, silent, exit_ = out["crash"], out["hang"], out["silent"], out["exit"]

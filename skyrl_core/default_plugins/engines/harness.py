@@ -105,3 +105,38 @@ async def _run_command(command: str | Sequence[str], url: str, runtime: Any, tim
         limits = f" (limits hit: {', '.join(result.limits)})" if result.limits else ""
         return ERROR_RUN, f"the harness command exited with {result.exit_code}{limits}; output tail:\n{tail}"
     return None
+
+
+class HarnessRunner:
+    """The run stage for a rollout session whose tasks name external harnesses: one recording gateway
+    (``require_open``, 127.0.0.1, a free port) around the session's ``engine``, ``chat`` format and ``parser``,
+    started on first use in the running event loop and shared by every trajectory (one session each).
+
+    ``await runner.run(trajectory, harness, runtime, timeout_s)`` is :func:`run_harness`; ``await runner.close()``
+    stops the gateway (the engine stays the caller's)."""
+
+    def __init__(self, engine: Any, chat: Any, parser: Any, token: str | None = None) -> None:
+        self.engine, self.chat, self.parser, self.token = engine, chat, parser, token
+        self.gateway: Any = None
+        self._lock = asyncio.Lock()
+
+    async def _started(self) -> Any:
+        async with self._lock:
+            if self.gateway is None:
+                from .gateway import Gateway
+
+                gateway = Gateway(self.engine, self.chat, self.parser, require_open=True, token=self.token)
+                await gateway.start()
+                self.gateway = gateway
+        return self.gateway
+
+    async def run(self, trajectory: Trajectory, harness: Callable[..., Any] | str | Sequence[str],
+                  runtime: Any = None, timeout_s: float = 600.0, env: dict[str, str] | None = None) -> None:
+        """:func:`run_harness` on this runner's gateway (started here on first use)."""
+        await run_harness(trajectory, gateway=await self._started(), harness=harness, runtime=runtime,
+                          timeout_s=timeout_s, env=env)
+
+    async def close(self) -> None:
+        """Stop the gateway if it was started; the recorded sessions stay readable on ``gateway``."""
+        if self.gateway is not None:
+            await self.gateway.stop()
