@@ -3,6 +3,7 @@ empty here, and tests that need a plugin load it explicitly."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -28,12 +29,10 @@ def plugins():
 
 
 
-@pytest.fixture(scope="module")
-def hf_engine():
-    """The real hf engine on SmolLM2-135M-Instruct (CPU, max_batch 8), one per test module.
-
-    One intra-op thread while it lives: on a shared CI host torch's default threads spin and crawl
-    (docs/engines.md); the previous setting is restored afterwards."""
+@contextlib.contextmanager
+def _cpu_engine(**kwargs):
+    """An HFEngine on the CPU with one intra-op thread while it lives: on a shared CI host torch's default
+    threads spin and crawl (docs/engines.md); the previous setting is restored afterwards."""
     import asyncio
 
     torch = pytest.importorskip("torch")
@@ -41,12 +40,26 @@ def hf_engine():
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    eng = HFEngine(max_batch=8, device="cpu")
+    eng = HFEngine(device="cpu", **kwargs)
     try:
         yield eng
     finally:
         asyncio.run(eng.close())
         torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def hf_engine():
+    """The real hf engine on SmolLM2-135M-Instruct (CPU, max_batch 8), one per test module."""
+    with _cpu_engine(max_batch=8) as eng:
+        yield eng
+
+
+@pytest.fixture(scope="module")
+def tiny_hf_engine(tiny_chat_model_dir):
+    """The real hf engine on the tiny random model (:func:`tiny_chat_model_dir`; CPU, max_batch 4)."""
+    with _cpu_engine(model=tiny_chat_model_dir, max_batch=4) as eng:
+        yield eng
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,6 @@
 """Built-in inference engines (``hf``, ``openai``, ``vllm``) and the ``skyrl serve`` command; ``models.py`` resolves a
-config's model name to a local Hugging Face directory (converting the bundled GGUF once).
+config's model name to a local Hugging Face directory (converting the bundled GGUF once); ``gateway.py`` is the
+recording gateway (``skyrl serve --record``) and ``harness.py`` the run stage of an external harness against it.
 
 Each factory takes the whole Config and imports its engine module only when called, so loading the default
 plugins (and ``skyrl --help``) never imports torch, transformers, httpx or vllm.
@@ -84,9 +85,30 @@ def register_commands(register):
                                     help="Require 'Authorization: Bearer KEY' (default: no auth)."),
         threads: int = typer.Option(None, "--threads",
                                     help="torch CPU threads (default: torch's choice; 1 is faster on a busy host)."),
+        record: bool = typer.Option(False, "--record",
+                                    help="Serve the recording gateway instead (docs/gateway.md): every chat call "
+                                         "recorded per session as token ids and logprobs."),
+        token: str = typer.Option(None, "--token", envvar="SKYRL_GATEWAY_TOKEN",
+                                  help="--record: bearer token required on every request (required on a "
+                                       "non-loopback --host)."),
+        parser: str = typer.Option("hermes", "--parser", help="--record: the registered tool-call parser."),
+        require_open: bool = typer.Option(False, "--require-open",
+                                          help="--record: sessions must be opened (POST /sessions) before use."),
+        max_request_bytes: int = typer.Option(2 * 1024 * 1024, "--max-request-bytes",
+                                              help="--record: request body bound in bytes (413 above it)."),
+        config: str = typer.Option(None, "--config",
+                                   help="--record: a run config; serve its engine (any registered engine.type) "
+                                        "with its chat format and agent.parser."),
     ) -> None:
         """Serve the hf engine as an OpenAI-compatible HTTP server (/v1/models, /v1/completions,
-        /v1/chat/completions, POST /v1/load_weights)."""
+        /v1/chat/completions, POST /v1/load_weights); with --record, the recording gateway."""
+        if record:
+            from .gateway import run_gateway
+
+            run_gateway(model=model, host=host, port=port, max_batch=max_batch, device=device, dtype=dtype,
+                        served_name=served_name, token=token, parser=parser, require_open=require_open,
+                        max_request_bytes=max_request_bytes, threads=threads, config=config)
+            return
         from .serve import run_server
 
         run_server(model=model, host=host, port=port, max_batch=max_batch, device=device, dtype=dtype,
