@@ -233,11 +233,11 @@ EVAL_SELECTIONS = ("vote", "first")  # reward-free ways to pick one sample per i
 @attrs.define
 class EvalConfig:
     """What ``skyrl eval`` writes besides its metrics. ``selection``: how an eval writer that needs one answer per
-    instance (the swe plugin's ``predictions.jsonl``) picks it among the ``sampling.n_samples`` samples without
-    reading any reward: ``vote`` (the answer most samples gave, ties to the lowest sample index; empty answers
-    vote only when every sample is empty) or ``first`` (sample 0). ``oracle_best_of_n``: also write the
-    best-rewarded sample per instance to a separate, so-named file (``predictions.oracle-best-of-N.jsonl``): an
-    upper bound that read the hidden tests, never a pass@1."""
+    instance (a ``register_eval_writers`` output, e.g. a benchmark's predictions file) picks it among the
+    ``sampling.n_samples`` samples without reading any reward: ``vote`` (the answer most samples gave, ties to the
+    lowest sample index; empty answers vote only when every sample is empty) or ``first`` (sample 0).
+    ``oracle_best_of_n``: such a writer also writes the best-rewarded sample per instance to a separate file named
+    for it (``oracle-best-of-N`` in its name): an upper bound that read the hidden tests, never a pass@1."""
 
     selection: str = "vote"
     oracle_best_of_n: bool = False

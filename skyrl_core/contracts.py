@@ -143,6 +143,9 @@ def _tool_call_tag(name: str, arguments: dict) -> str:
 PARSER_OPTIONAL: dict[str, Any] = {"name": None, "format_call": _tool_call_tag, "tools_prompt": None, "stop": (),
                                    "keep_special_tokens": False, "needs_tool_schemas": False, "reads_formats": ()}
 RUNTIME_OPTIONAL: dict[str, Any] = {"prepare": None, "limit_hits": None}
+DISPATCHER_OPTIONAL: dict[str, Any] = {"session_memory": None}
+TASK_OPTIONAL: dict[str, Any] = {"content_fields": ()}
+LOGGER_OPTIONAL: dict[str, Any] = {"truncate_after": None}
 BACKEND_OPTIONAL: dict[str, Any] = {"launch": None}
 ENGINE_OPTIONAL: dict[str, Any] = {"name": None, "max_context": None, "accepts_images": False,
                                    "generate_messages": None, "scripted_policy": False}
@@ -168,8 +171,9 @@ CONTRACTS: dict[str, Contract] = {
     "instruction_builders": Contract("register_instruction_builders", "instruction builder", "callable",
                                      InstructionBuilder, 2),
     "verifiers": Contract("register_verifiers", "verifier", "callable", Verifier, 3),
-    "tasks": Contract("register_tasks", "task", "instance", "skyrl_core.tasks:Task"),
-    "dispatchers": Contract("register_dispatchers", "dispatcher", "class_or_factory", Dispatcher, 2),
+    "tasks": Contract("register_tasks", "task", "instance", "skyrl_core.tasks:Task", None, TASK_OPTIONAL),
+    "dispatchers": Contract("register_dispatchers", "dispatcher", "class_or_factory", Dispatcher, 2,
+                            DISPATCHER_OPTIONAL),
     "inference_engines": Contract("register_inference_engines", "inference engine", "class_or_factory",
                                   InferenceEngine, 1, ENGINE_OPTIONAL),
     "runtimes": Contract("register_runtimes", "runtime", "class_or_factory", Runtime, 1, RUNTIME_OPTIONAL),
@@ -179,7 +183,7 @@ CONTRACTS: dict[str, Contract] = {
     "advantage_estimators": Contract("register_advantage_estimators", "advantage estimator", "callable",
                                      AdvantageEstimator, 3),
     "policy_losses": Contract("register_policy_losses", "policy loss", "callable", PolicyLoss, 5),
-    "loggers": Contract("register_loggers", "logger", "class_or_factory", MetricLogger, 2),
+    "loggers": Contract("register_loggers", "logger", "class_or_factory", MetricLogger, 2, LOGGER_OPTIONAL),
     "eval_writers": Contract("register_eval_writers", "eval writer", "callable", EvalWriter, 3),
     "placements": Contract("register_placements", "placement", "object", Placement),
 }

@@ -1,4 +1,6 @@
-"""Evaluation: roll out the configured eval split and summarise it (``skyrl eval``).
+"""Evaluation: roll out the configured eval split, summarise it and write its outputs (:func:`run_eval`: what the
+built-in ``skyrl eval`` command, in ``default_plugins/eval_command.py`` with its console summary, and
+:mod:`skyrl_core.scaffold_check` run).
 
 Outputs, in the output directory: ``trajectories.jsonl`` (one trajectory per line: messages, transitions with
 token ids and logprobs, reward, finish reason, metrics) and ``metrics.json``, then whatever each registered eval
@@ -17,6 +19,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from .contracts import member
+from .scripted import is_scripted_policy
 from .transitions import Trajectory
 
 log = logging.getLogger(__name__)
@@ -109,31 +113,6 @@ def error_messages(trajectories: Sequence[Trajectory], limit: int = 3, width: in
     return out
 
 
-def run_problems(metrics: dict[str, Any]) -> tuple[list[str], bool]:
-    """What an eval summary must say beyond its numbers, from :func:`eval_metrics`: ``(lines, failed)``.
-    ``failed`` is True when no trajectory could run (none got one model turn: every one ended in runtime
-    set-up, an engine failure or a stall before its first answer), so ``skyrl eval`` exits nonzero. The lines
-    name the first distinct error messages, and say so when the verifier ran on no trajectory (no verdicts, so
-    an eval writer that reports them has nothing to report)."""
-    lines: list[str] = []
-    n = int(metrics.get("n_trajectories", 0))
-    ran = int(metrics.get("trajectories_run", n))
-    failed = n == 0 or ran == 0
-    if n == 0:
-        lines.append("no trajectory was rolled out: the eval split is empty (check data/eval_data)")
-    elif ran == 0:
-        lines.append(f"no trajectory could run: all {n} ended before the model's first answer")
-    messages = metrics.get("error_messages") or []
-    if messages:
-        count = sum((metrics.get("errors") or {}).values())
-        lines.append(f"{count} of {n} trajectories ended on an error or a limit; the first message of each kind:")
-        lines.extend(f"  {message}" for message in messages)
-    if n and not metrics.get("verified", n):
-        lines.append(f"the verifier ran on none of the {n} trajectories (each ended before it), so there are no "
-                     f"verdicts for the eval's outputs to report")
-    return lines, failed
-
-
 def trajectory_metric_means(trajectories: Sequence[Trajectory]) -> dict[str, float]:
     """The mean of each numeric per-trajectory metric a verifier recorded (``em``, ``f1``, cache hits, ...),
     over the trajectories that have it; booleans count as 0/1, strings and other values are skipped."""
@@ -193,8 +172,8 @@ async def run_eval(config: Any, output_dir: str | Path, engine: Any = None,
         rollout_start = time.perf_counter()
         trajectories, dispatch = await session.rollout(items, config.sampling.n_samples)
         rollout_s = time.perf_counter() - rollout_start
-        scripted = getattr(session.engine, "scripted_policy", False)
-        policy = getattr(session.engine, "name", "")
+        scripted = is_scripted_policy(session.engine)
+        policy = member(session.engine, "inference_engines", "name") or ""
     finally:
         await session.close()
     metrics = eval_metrics(trajectories, time.perf_counter() - start, dispatch)

@@ -14,7 +14,7 @@ loop turns the result into one observation message (:func:`observation_message`)
   size it was.
 
 Either way the message keeps its ``images``, so ``trajectories.jsonl`` holds the PNG and the HTML and Markdown
-trajectory views (:mod:`skyrl_core.default_plugins.viewer.render`) show it. Token ids recorded for an image call are the text rendering
+trajectory views (the viewer built-in, :mod:`skyrl_core.default_plugins.viewer.render`) show it. Token ids recorded for an image call are the text rendering
 (with the marker), not the server's image tokens: image prompts are not token-exact training data.
 """
 
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import html
 import struct
 from typing import Any
 
@@ -116,26 +115,3 @@ def openai_messages(messages: list[dict]) -> list[dict]:
             content = text + [dict(p) for p in m["images"]]
         out.append({"role": m.get("role"), "content": "" if content is None else content})
     return out
-
-
-def _shown_images(message: dict) -> list[tuple[str, int, int]]:
-    """(data URL, width, height) of each valid image part of ``message``; invalid parts are left out."""
-    shown = []
-    for part in message.get("images") or []:
-        try:
-            width, height = png_size(part_png(part))
-        except ValueError:
-            continue
-        shown.append((part["image_url"]["url"], width, height))
-    return shown
-
-
-def images_html(message: dict) -> str:
-    """``<img>`` tags for a message's image parts (the HTML trajectory view); empty when there are none."""
-    return "".join(f"<img class='shot' src='{html.escape(url, quote=True)}' width='{w}' height='{h}' "
-                   f"alt='screenshot {w}x{h}'>" for url, w, h in _shown_images(message))
-
-
-def images_markdown(message: dict) -> list[str]:
-    """Markdown image lines (``![screenshot WxH](data:...)``) for a message's image parts."""
-    return [f"![screenshot {w}x{h}]({url})" for url, w, h in _shown_images(message)]

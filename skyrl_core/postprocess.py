@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from .advantages import METHODS, compute_advantages, estimate
+from .plugins import get_registry
 from .transitions import ERROR_EVAL, Datum, Trajectory, TrainingBatch, Transition
 
 
@@ -74,14 +74,28 @@ def guard_reward(trajectory: Trajectory) -> bool:
     return True
 
 
+def estimate(estimator, rewards: Sequence[float], group_ids: Sequence[str], std_normalize: bool = False,
+             name: str = "advantage estimator") -> list[float]:
+    """Call a registered advantage estimator and check its answer: one finite float per reward. Raises ValueError
+    naming the estimator otherwise (a plugin's bug must not become a silent NaN in the loss)."""
+    out = [float(a) for a in estimator(list(rewards), list(group_ids), std_normalize)]
+    if len(out) != len(rewards):
+        raise ValueError(f"advantage estimator '{name}' returned {len(out)} advantages for {len(rewards)} rewards")
+    bad = [i for i, a in enumerate(out) if not math.isfinite(a)]
+    if bad:
+        raise ValueError(f"advantage estimator '{name}' returned a non-finite advantage for trajectory {bad[0]} "
+                         f"(group {group_ids[bad[0]]!r})")
+    return out
+
+
 def build_training_batch(trajectories: Sequence[Trajectory], advantage: str = "rloo", std_normalize: bool = False,
                          skip_zero_advantage: bool = True) -> TrainingBatch:
     """Turn a step's trajectories into a TrainingBatch (packing, masks, advantages).
 
-    ``advantage`` names an advantage estimator: a built-in (``rloo``, ``grpo``, ``none``) or one a plugin
-    registered through ``register_advantage_estimators`` (UnknownComponentError lists the registered ones).
+    ``advantage`` names an advantage estimator registered through ``register_advantage_estimators``: the trainer
+    plugin's ``rloo``, ``grpo``, ``none`` or a plugin's (UnknownComponentError lists the registered ones).
 
-    Advantages come from :func:`skyrl_core.advantages.compute_advantages` over the trajectories that yield data
+    Advantages come from that estimator (checked by :func:`estimate`) over the trajectories that yield data
     (masked ones keep their reward in the group baseline); a trajectory whose reward is not finite is first
     failed (:func:`guard_reward`). **Baseline rule:** a trajectory without transitions (failed before its
     first LLM call: a runtime that did not start) yields no datum and is left out of its group's baseline —
@@ -105,14 +119,8 @@ def build_training_batch(trajectories: Sequence[Trajectory], advantage: str = "r
     # the baseline rule every backend shares: a trajectory without a datum is not in its group's baseline
     scored = [i for i, t in enumerate(trajectories) if t.transitions]
     scored_groups = [groups[i] for i in scored]
-    if advantage in METHODS:  # a built-in: no registry needed
-        scored_advs = compute_advantages([rewards[i] for i in scored], scored_groups, method=advantage,
-                                         std_normalize=std_normalize, masked=[trajectories[i].masked for i in scored])
-    else:
-        from .plugins import get_registry
-
-        scored_advs = estimate(get_registry().get("advantage_estimators", advantage), [rewards[i] for i in scored],
-                               scored_groups, std_normalize, name=advantage)
+    scored_advs = estimate(get_registry().get("advantage_estimators", advantage), [rewards[i] for i in scored],
+                           scored_groups, std_normalize, name=advantage)
     advs = [0.0] * len(trajectories)
     for i, adv in zip(scored, scored_advs):
         advs[i] = adv

@@ -27,12 +27,13 @@ import math
 import numbers
 import re
 import unicodedata
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 import attrs
 
 from .chat import ChatFormat
 from .config import task_agent_config, task_sampling_config
+from .contracts import member
 from .errors import ConfigError
 from .inference.base import SamplingParams, routing_key
 from .notes import note
@@ -76,40 +77,41 @@ class _Slot:
     runtime: Any = None
 
 
-# The instance field that holds what the model is asked, in the order tried (GSM8K, SWE-bench, generic rows).
-CONTENT_FIELDS = ("question", "problem_statement", "prompt", "instruction")
 _SPACE = re.compile(r"\s+")
 
 
-def instance_content(instance: Instance) -> str:
+def instance_content(instance: Instance, fields: Sequence[str] = ()) -> str:
     """The normalised content of an instance, which decides whether two instances pose the same problem.
 
-    The first of ``CONTENT_FIELDS`` present in ``instance.data`` (else the whole of ``data`` as sorted JSON),
-    Unicode NFKC-normalised, case-folded, with all whitespace removed and trailing full stops dropped: so
-    ``"Calculate 48 / 2."`` and ``"calculate 48/2"`` are one problem. Ids are not compared (a problem repeated
-    under another id is still a leak).
+    ``fields`` is the task's ``content_fields`` (the ``Task`` contract): the first of them that holds a string in
+    ``instance.data`` is the content; with none given (or none present) it is every string field of ``data`` in
+    key order (and with none of those, the whole of ``data`` as sorted JSON). The text is Unicode NFKC-normalised,
+    case-folded, with all whitespace removed and trailing full stops dropped: so ``"Calculate 48 / 2."`` and
+    ``"calculate 48/2"`` are one problem. Ids are not compared (a problem repeated under another id is still a
+    leak).
     """
     data = instance.data
-    text = next((data[f] for f in CONTENT_FIELDS if isinstance(data.get(f), str)), None)
+    text = next((data[f] for f in fields if isinstance(data.get(f), str)), None)
     if text is None:
-        text = json.dumps(data, sort_keys=True, default=str)
+        texts = [data[k] for k in sorted(data) if isinstance(data[k], str)]
+        text = "\0".join(texts) if texts else json.dumps(data, sort_keys=True, default=str)
     return _SPACE.sub("", unicodedata.normalize("NFKC", text).casefold()).rstrip(".")
 
 
 def clean_eval_split(candidates: Iterable[Instance], train_contents: set[str],
-                     limit: int | None = None) -> tuple[list[Instance], dict[str, int]]:
+                     limit: int | None = None, fields: Sequence[str] = ()) -> tuple[list[Instance], dict[str, int]]:
     """The eval instances, in order, that pose no train problem and no earlier eval problem, at most ``limit``.
 
-    ``train_contents`` holds the :func:`instance_content` of every train instance. Returns the kept instances and
-    ``{"eval_train_overlap", "eval_repeats", "eval_kept"}`` (counts of the candidates looked at before
-    ``limit`` was reached)."""
+    ``train_contents`` holds the :func:`instance_content` of every train instance; ``fields`` is the eval task's
+    ``content_fields``. Returns the kept instances and ``{"eval_train_overlap", "eval_repeats", "eval_kept"}``
+    (counts of the candidates looked at before ``limit`` was reached)."""
     kept: list[Instance] = []
     seen: set[str] = set()
     overlap = repeats = 0
     for inst in candidates:
         if limit is not None and len(kept) >= limit:
             break
-        content = instance_content(inst)
+        content = instance_content(inst, fields)
         if content in train_contents:
             overlap += 1
         elif content in seen:
@@ -242,11 +244,15 @@ class RolloutSession:
         :class:`~skyrl_core.dispatchers.DispatchMemory`), or None; asked of the class once, on first use."""
         if self._dispatch_memory is _NOT_ASKED:
             factory = self.registry.get("dispatchers", self.config.dispatcher.type)
-            session_memory = getattr(factory, "session_memory", None)  # a plain factory function remembers nothing
+            session_memory = member(factory, "dispatchers", "session_memory")  # a plain factory remembers nothing
             self._dispatch_memory = session_memory(self.config.dispatcher) if session_memory else None
         return self._dispatch_memory
 
     # -- instances ---------------------------------------------------------------------------------------
+    def content(self, tc: Any, instance: Instance) -> str:
+        """:func:`instance_content` of an instance of the task ``tc`` configures, by that task's ``content_fields``."""
+        return instance_content(instance, member(self._resolve(tc).task, "tasks", "content_fields"))
+
     def load_instances(self, split: str = "train") -> list[tuple[Any, Instance]]:
         """Every configured task's instances for ``split``: ``train`` reads ``data``; ``eval`` reads
         ``eval_data`` (falling back to ``data``). Returns (TaskConfig, Instance) pairs in task order.
@@ -274,9 +280,9 @@ class RolloutSession:
                 items.extend((tc, inst) for inst in task.select(tc.data))
                 continue
             if train_contents is None:
-                train_contents = {instance_content(inst) for _, inst in self.load_instances("train")}
+                train_contents = {self.content(t, inst) for t, inst in self.load_instances("train")}
             kept, report = clean_eval_split(task.select(attrs.evolve(tc.eval_data, limit=None)), train_contents,
-                                            tc.eval_data.limit)
+                                            tc.eval_data.limit, member(task, "tasks", "content_fields"))
             self.split_report[tc.name] = report
             if not kept and report["eval_train_overlap"]:
                 raise ConfigError(f"task '{tc.name}': every one of its {report['eval_train_overlap']} eval_data "
@@ -340,7 +346,7 @@ class RolloutSession:
             slot.runtime = rt
             slot.ctx.runtime = rt
             await rt.start()
-            prepare = getattr(rt, "prepare", None)
+            prepare = member(rt, "runtimes", "prepare")
             if prepare is not None:
                 await prepare(slot.instance)
             messages = slot.resolved.builder(slot.instance, slot.resolved.task)
@@ -381,7 +387,7 @@ class RolloutSession:
             try:
                 if slot.runtime is not None:
                     # every limit the agent's commands hit, by name, for every task (docs/runtimes.md)
-                    hits = dict(getattr(slot.runtime, "limit_hits", None) or {})
+                    hits = dict(member(slot.runtime, "runtimes", "limit_hits") or {})
                     if hits:
                         traj.metrics["runtime_limits"] = hits
                         traj.metrics["runtime_limit_hits"] = sum(hits.values())

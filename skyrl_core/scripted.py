@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .contracts import display_name, member
 from .errors import ConfigError, SkyrlError
 from .inference.base import Engine
 
@@ -40,12 +41,13 @@ class ScriptedPolicy(Engine):
 
 def is_scripted_policy(obj: Any) -> bool:
     """Whether ``obj`` (an engine, an engine class or a factory marked ``scripted_policy = True``) is one."""
-    return bool(getattr(obj, "scripted_policy", False))
+    return bool(member(obj, "inference_engines", "scripted_policy"))
 
 
 def refuse_scripted_policy(engine: Any, where: str = "skyrl train") -> None:
     """Raise ConfigError when ``engine`` is a scripted policy: ``where`` (a training run) cannot learn from it."""
     if is_scripted_policy(engine):
-        raise ConfigError(f"{where}: engine '{getattr(engine, 'name', engine)}' is a scripted policy (a benchmark "
+        name = display_name(engine, "inference_engines")
+        raise ConfigError(f"{where}: engine '{name}' is a scripted policy (a benchmark "
                           f"fixture that ignores weight updates), so nothing it samples could be trained; run it "
                           f"with its plugin's scaffold-check command, and train with a model engine")

@@ -78,6 +78,9 @@ class Task:
 
     ``load(spec) -> list[Instance]`` reads the data; ``instruction_builder``, ``verifier`` and ``runtime`` name
     registered components; ``tools`` names registered tools. A config may override each of these per task.
+    ``content_fields`` names the ``Instance.data`` fields that hold what the model is asked, in the order tried
+    (e.g. ``("question",)``): the eval/train overlap check compares them (:func:`skyrl_core.rollout.instance_content`);
+    empty (the default) compares every text field of the instance.
     """
 
     name: str
@@ -88,6 +91,7 @@ class Task:
     verifier: str
     runtime: str = "sandbox"
     default_data: DataSpec = DataSpec()
+    content_fields: tuple[str, ...] = ()
 
     def select(self, spec: DataSpec) -> list[Instance]:
         """Load and slice the instances as ``spec`` says (shuffle with seed, then offset and limit)."""

@@ -28,10 +28,6 @@ class ToolCall:
     id: str | None = None
     raw: str = ""
 
-    def to_openai(self) -> dict:
-        return {"id": self.id or "call_0", "type": "function",
-                "function": {"name": self.name, "arguments": json.dumps(self.arguments, ensure_ascii=False)}}
-
 
 @attrs.define
 class ToolResult:

@@ -32,6 +32,7 @@ import attrs
 
 from .backends import TrainingDivergedError, create_backend
 from .config import Config, config_to_yaml
+from .contracts import member
 from .errors import SkyrlError
 from .notes import note
 from .postprocess import build_training_batch
@@ -44,21 +45,21 @@ log = logging.getLogger(__name__)
 EVAL_SEED_BASE = 20_251_116  # sampling seed base when sampling.seed is unset (+ train.seed)
 
 
-def data_fingerprint(config: Config, train_items: Sequence[tuple[Any, Any]]) -> dict[str, Any]:
+def data_fingerprint(config: Config, train_items: Sequence[tuple[Any, Any]],
+                     content: Callable[[Any, Any], str]) -> dict[str, Any]:
     """Every setting that decides which train instances a step gets, by config key, plus a digest of the train
     instances themselves (``train_instances``: count and a SHA-256 over task, id and normalised content in load
     order, so an edited data file counts too). A checkpoint stores it; ``--resume`` compares it with the
     resumed config's (see :func:`fingerprint_changes`). ``train.batch_size`` is not in it: the cursor counts
-    instances, so a new batch size neither repeats nor skips any."""
-    from .rollout import instance_content
-
+    instances, so a new batch size neither repeats nor skips any. ``content(task_config, instance)`` is the
+    normalised content (:meth:`skyrl_core.rollout.RolloutSession.content`)."""
     fp: dict[str, Any] = {"train.seed": config.train.seed, "tasks": [tc.name for tc in config.tasks]}
     for i, tc in enumerate(config.tasks):
         for key, value in attrs.asdict(tc.data).items():
             fp[f"tasks.{i}.data.{key}"] = json.loads(json.dumps(value, sort_keys=True, default=str))
     digest = hashlib.sha256()
     for tc, inst in train_items:
-        digest.update(f"{tc.name}\0{inst.id}\0{instance_content(inst)}\n".encode())
+        digest.update(f"{tc.name}\0{inst.id}\0{content(tc, inst)}\n".encode())
     fp["train_instances"] = f"{len(train_items)}:{digest.hexdigest()[:16]}"
     return fp
 
@@ -241,7 +242,7 @@ class MetricsLogger:
         first one's (``[]`` when none keeps one)."""
         kept: list[dict] | None = None
         for sink in self.sinks.values():
-            truncate = getattr(sink, "truncate_after", None)
+            truncate = member(sink, "loggers", "truncate_after")
             if truncate is not None:
                 records = truncate(step)
                 kept = records if kept is None else kept
@@ -253,7 +254,7 @@ class MetricsLogger:
             try:
                 sink.log(record)
             except Exception as exc:
-                if hasattr(sink, "truncate_after"):  # the run's record: a resume depends on it
+                if member(sink, "loggers", "truncate_after") is not None:  # the run's record: a resume needs it
                     raise
                 log.warning("logger '%s' failed (%s: %s): dropped for the rest of the run", name,
                             type(exc).__name__, exc)
@@ -336,7 +337,7 @@ class TrainRun:
         self.train_items = self.session.load_instances("train")
         needs_eval = self.config.train.eval_every > 0 or self.config.train.eval_at_start
         self.eval_items = self.session.load_instances("eval") if needs_eval else []
-        self.fingerprint = data_fingerprint(self.config, self.train_items)
+        self.fingerprint = data_fingerprint(self.config, self.train_items, self.session.content)
         position = 0
         if self.resume:
             self._check_fingerprint(existing)

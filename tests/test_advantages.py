@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from skyrl_core.advantages import compute_advantages, zero_advantage_groups
+from skyrl_core.default_plugins.trainer.advantages import compute_advantages
 from skyrl_core.errors import ConfigError
 
 
@@ -37,7 +37,6 @@ def test_none_returns_rewards_and_equal_groups_are_zero():
     adv = compute_advantages([1, 1, 1, 0, 1], ["a", "a", "a", "b", "b"], "rloo", std_normalize=True)
     assert adv[:3] == [0.0, 0.0, 0.0]
     assert adv[3:] == pytest.approx([-1 / (0.5 + 1e-6), 1 / (0.5 + 1e-6)])
-    assert zero_advantage_groups([1, 1, 1, 0, 1, 0], ["a", "a", "a", "b", "b", "c"]) == {"a", "c"}
 
 
 def test_singleton_group_has_no_baseline():

@@ -195,7 +195,7 @@ def test_plugins_hook_filter_takes_comma_lists_and_never_claims_nothing_is_insta
     assert "None of the 1 third-party plugins installed implements register_policy_losses" in none.output
     both = runner.invoke(build_cli(), ["plugins", "--all", "--hook", "register_tools,register_policy_losses"])
     names = [line.split("\t")[0] for line in both.output.splitlines()[1:]]
-    assert "long_names" in names and "builtin:backends" in names and "builtin:runtimes" not in names
+    assert "long_names" in names and "builtin:trainer" in names and "builtin:runtimes" not in names
     assert "policy losses: ppo_clip" in both.output and "losss" not in both.output
     bad = skyrl("plugins", "--hook", "nonsense")
     assert bad.returncode == 2 and "--hook nonsense: no such hook" in bad.stderr

@@ -158,3 +158,26 @@ def test_the_agent_reads_declared_members_never_a_registered_name():
     submit = Tool(name="submit", description="", parameters={"type": "object"}, handler=lambda a, c: "", finishes=True)
     plain_finish = _tool("finish")  # a tool merely *named* finish is an ordinary tool
     assert _preferred_example_tool({"submit": submit, "finish": plain_finish}) is plain_finish
+
+
+def test_optional_members_are_read_through_the_contract_not_probed():
+    """The core and the built-ins read a registered object's optional members with ``contracts.member`` (the declared
+    default when absent), never with a ``getattr``/``hasattr`` of their own. The one exception is the registrar
+    naming an object by its ``name`` when ``register`` got none (``plugins.py``), which holds for every kind."""
+    import re
+    from pathlib import Path
+
+    names = sorted({n for c in CONTRACTS.values() for n in c.optional})
+    probe = re.compile(r"(?:getattr|hasattr)\([^()]*?,\s*[\"'](%s)[\"']" % "|".join(map(re.escape, names)))
+    core = Path(__file__).resolve().parents[1] / "skyrl_core"
+    found = [f"{p.relative_to(core)}:{i}: {line.strip()}" for p in sorted(core.rglob("*.py"))
+             for i, line in enumerate(p.read_text().splitlines(), 1)
+             if probe.search(line) and not (p.name == "plugins.py" and "Entry(obj=obj" in line)]
+    assert not found, "read these through skyrl_core.contracts.member:\n" + "\n".join(found)
+
+
+def test_the_task_contract_declares_content_fields():
+    task = Task(name="t", description="", load=lambda spec: [], instruction_builder="b", tools=("python",),
+                verifier="v")
+    assert member(task, "tasks", "content_fields") == ()
+    assert "content_fields" in CONTRACTS["tasks"].optional

@@ -280,7 +280,8 @@ async def test_a_stall_fails_the_admitted_call_while_a_queued_one_waits_unharmed
 
 
 async def test_the_whole_call_bound_counts_queueing_and_says_how_long_it_queued():
-    from skyrl_core.inference.base import CallClock, EngineStalled, bounded_call
+    from skyrl_core.default_plugins.engines.calls import CallClock, bounded_call
+    from skyrl_core.inference.base import EngineStalled
 
     clock = CallClock()
     never = asyncio.get_running_loop().create_future()  # a call that waits for a slot that never frees

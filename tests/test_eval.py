@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from skyrl_core.evaluate import error_messages, eval_metrics, pass_at_k, run_problems, write_outputs
+from skyrl_core.default_plugins.eval_command import run_problems
 from skyrl_core.default_plugins.viewer.render import pick, trajectory_markdown
+from skyrl_core.evaluate import error_messages, eval_metrics, pass_at_k, write_outputs
 from skyrl_core.transitions import Trajectory, Transition
 
 REPO = Path(__file__).resolve().parents[1]

@@ -16,6 +16,7 @@ from skyrl_core.tasks import DataSpec, Instance
 
 QUICKSTART_TRAIN = DataSpec(split="train", shuffle=True, seed=0, limit=256)
 QUICKSTART_EVAL = DataSpec(split="test", shuffle=True, seed=1, limit=100)
+Q = ("question",)  # the gsm8k tasks' content_fields
 
 
 def select(load, spec):
@@ -30,48 +31,76 @@ def test_content_ignores_case_spacing_and_the_final_stop_but_not_numbers():
     a = Instance(id="1-0", data={"question": "Calculate 48 / 2."})
     b = Instance(id="9-3", data={"question": "calculate 48/2"})
     c = Instance(id="9-4", data={"question": "Calculate 48/3."})
-    assert instance_content(a) == instance_content(b) == "calculate48/2"
-    assert instance_content(c) != instance_content(a)
+    assert instance_content(a, Q) == instance_content(b, Q) == "calculate48/2"
+    assert instance_content(c, Q) != instance_content(a, Q)
     swe = Instance(id="x", data={"problem_statement": "Fix  the\nbug", "repo": "r"})
-    assert instance_content(swe) == "fixthebug"
+    assert instance_content(swe, ("problem_statement",)) == "fixthebug"
+    # no content_fields declared: every text field, in key order (no field name is hard-coded in the core)
+    assert instance_content(swe) == "fixthebug\0r"
     plain = Instance(id="y", data={"b": 1, "a": [2]})
     assert instance_content(plain) == '{"a":[2],"b":1}'
 
 
+def test_a_task_declares_which_fields_pose_its_problem(tiny_engine, plugins):
+    """A task's ``content_fields`` (the Task contract) decide the eval/train overlap check, not a list in the core:
+    here ``body`` holds the problem and ``note`` differs between the train and the eval copy of it."""
+    from skyrl_core.contracts import member
+    from skyrl_core.hookspecs import hookimpl
+    from skyrl_core.tasks import Task
+
+    rows = {"train": [Instance(id="t1", data={"body": "Add 2 and 2.", "note": "from train"})],
+            "test": [Instance(id="e1", data={"body": "add 2 and 2", "note": "from eval"}),
+                     Instance(id="e2", data={"body": "Add 3 and 4.", "note": "from eval"})]}
+    assert member(plugins.registry.get("tasks", "gsm8k"), "tasks", "content_fields") == Q
+
+    class Bodies:
+        @hookimpl
+        def register_tasks(self, register):
+            register(Task(name="bodies", description="", load=lambda spec: rows[spec.split],
+                          instruction_builder="gsm8k", tools=("python",), verifier="gsm8k_answer",
+                          content_fields=("body",)))
+
+    plugins.register_plugin(Bodies(), "bodies-plugin")
+    config = load_config(None, ["tasks=[{name: bodies}]", "data.split=train", "eval_data={split: test}"])
+    session = RolloutSession(config, tiny_engine, registry=plugins.registry)
+    assert [i.id for _, i in session.load_instances("eval")] == ["e2"]
+    assert session.split_report["bodies"]["eval_train_overlap"] == 1
+
+
 def test_quickstart_eval_overlapped_its_train_questions_and_no_longer_does():
     train = select(load_gsm8k_steps, QUICKSTART_TRAIN)
-    contents = {instance_content(i) for i in train}
+    contents = {instance_content(i, Q) for i in train}
     naive = select(load_gsm8k_steps, QUICKSTART_EVAL)
-    leaked = [i for i in naive if instance_content(i) in contents]
+    leaked = [i for i in naive if instance_content(i, Q) in contents]
     assert len(leaked) == 8  # the defect: 8 of 100 "held-out" questions were train questions
     kept, report = clean_eval_split(select(load_gsm8k_steps, attrs.evolve(QUICKSTART_EVAL, limit=None)),
-                                    contents, 100)
+                                    contents, 100, Q)
     assert len(kept) == 100 and report["eval_kept"] == 100
-    assert not {instance_content(i) for i in kept} & contents
-    assert len({instance_content(i) for i in kept}) == 100
+    assert not {instance_content(i, Q) for i in kept} & contents
+    assert len({instance_content(i, Q) for i in kept}) == 100
     assert report["eval_train_overlap"] >= 8
     # the clean split keeps the order of the shuffled test split: the questions that were clean stay in
-    naive_clean = [i.id for i in naive if instance_content(i) not in contents]
+    naive_clean = [i.id for i in naive if instance_content(i, Q) not in contents]
     assert [i.id for i in kept][:10] == [i for i in naive_clean if i in {k.id for k in kept}][:10]
 
 
 def test_gsm8k_word_problems_eval_drops_train_problems():
     train = select(load_gsm8k, DataSpec(split="train", limit=50))
-    contents = {instance_content(i) for i in train}
+    contents = {instance_content(i, Q) for i in train}
     # an eval split drawn from the same file: its first 50 rows are the train rows and must go
-    kept, report = clean_eval_split(select(load_gsm8k, DataSpec(split="train", limit=None)), contents, 30)
+    kept, report = clean_eval_split(select(load_gsm8k, DataSpec(split="train", limit=None)), contents, 30, Q)
     assert report["eval_train_overlap"] == 50
     assert [i.id for i in kept] == [str(i) for i in range(50, 80)]
-    test_kept, _ = clean_eval_split(select(load_gsm8k, DataSpec(split="test")), contents)
-    assert not {instance_content(i) for i in test_kept} & contents
+    test_kept, _ = clean_eval_split(select(load_gsm8k, DataSpec(split="test")), contents, fields=Q)
+    assert not {instance_content(i, Q) for i in test_kept} & contents
 
 
 def test_gsm8k_steps_repeats_within_eval_count_once():
     steps = select(load_gsm8k_steps, DataSpec(split="test"))
-    kept, report = clean_eval_split(steps, set())
+    kept, report = clean_eval_split(steps, set(), fields=Q)
     assert report["eval_repeats"] > 0  # "Calculate 2*3." recurs among GSM8K test steps
     assert len(kept) + report["eval_repeats"] == len(steps)
-    assert len({instance_content(i) for i in kept}) == len(kept)
+    assert len({instance_content(i, Q) for i in kept}) == len(kept)
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +137,7 @@ def test_session_eval_split_of_the_quickstart_is_clean(tiny_engine, plugins):
     (left_out,) = [r for r in seen if "left out of the eval" in r.getMessage()]
     assert left_out.name == "skyrl.note" and left_out.levelno == logging.INFO
     assert len(train) == 256 and len(evals) == 100
-    assert not {instance_content(i) for _, i in evals} & {instance_content(i) for _, i in train}
+    assert not {instance_content(i, Q) for _, i in evals} & {instance_content(i, Q) for _, i in train}
     assert session.split_report["gsm8k_steps"]["eval_train_overlap"] >= 8
     assert session.split_report["gsm8k_steps"]["eval_kept"] == 100
 
@@ -125,7 +154,8 @@ def test_swe_rows_are_compared_by_problem_statement_not_id():
     train = [row("jpvanhal__inflection-1", issue)]
     evals = [row("mirror__inflection-7", "  " + issue.replace("\n\n", "\n") + "  "),
              row("jpvanhal__inflection-2", "Singularize of 'data' is wrong.")]
-    kept, report = clean_eval_split(evals, {instance_content(i) for i in train})
+    swe = ("problem_statement",)  # the swe plugin's tasks' content_fields
+    kept, report = clean_eval_split(evals, {instance_content(i, swe) for i in train}, fields=swe)
     assert [i.id for i in kept] == ["jpvanhal__inflection-2"] and report["eval_train_overlap"] == 1
 
 
@@ -141,7 +171,7 @@ def test_an_eval_split_that_is_the_train_data_is_an_error_naming_the_task(tiny_e
     part = load_config(None, ["tasks=[{name: gsm8k_steps}]", "data.split=test", "data.limit=5",
                               "eval_data={split: test, limit: 5}"])
     session = RolloutSession(part, tiny_engine)
-    train = {instance_content(i) for _, i in session.load_instances("train")}
+    train = {instance_content(i, Q) for _, i in session.load_instances("train")}
     evals = session.load_instances("eval")
-    assert len(evals) == 5 and not {instance_content(i) for _, i in evals} & train
+    assert len(evals) == 5 and not {instance_content(i, Q) for _, i in evals} & train
     assert session.split_report["gsm8k_steps"]["eval_train_overlap"] >= 5

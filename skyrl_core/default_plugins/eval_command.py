@@ -42,6 +42,31 @@ def metrics_table(metrics: dict[str, Any]):
     return table
 
 
+def run_problems(metrics: dict[str, Any]) -> tuple[list[str], bool]:
+    """What an eval summary must say beyond its numbers, from :func:`skyrl_core.evaluate.eval_metrics`: ``(lines, failed)``.
+    ``failed`` is True when no trajectory could run (none got one model turn: every one ended in runtime
+    set-up, an engine failure or a stall before its first answer), so ``skyrl eval`` exits nonzero. The lines
+    name the first distinct error messages, and say so when the verifier ran on no trajectory (no verdicts, so
+    an eval writer that reports them has nothing to report)."""
+    lines: list[str] = []
+    n = int(metrics.get("n_trajectories", 0))
+    ran = int(metrics.get("trajectories_run", n))
+    failed = n == 0 or ran == 0
+    if n == 0:
+        lines.append("no trajectory was rolled out: the eval split is empty (check data/eval_data)")
+    elif ran == 0:
+        lines.append(f"no trajectory could run: all {n} ended before the model's first answer")
+    messages = metrics.get("error_messages") or []
+    if messages:
+        count = sum((metrics.get("errors") or {}).values())
+        lines.append(f"{count} of {n} trajectories ended on an error or a limit; the first message of each kind:")
+        lines.extend(f"  {message}" for message in messages)
+    if n and not metrics.get("verified", n):
+        lines.append(f"the verifier ran on none of the {n} trajectories (each ended before it), so there are no "
+                     f"verdicts for the eval's outputs to report")
+    return lines, failed
+
+
 @hookimpl(trylast=True)
 def register_commands(register):
     import typer
@@ -61,7 +86,7 @@ def register_commands(register):
                                    TimeRemainingColumn)
 
         from skyrl_core.config import load_config
-        from skyrl_core.evaluate import run_eval, run_problems
+        from skyrl_core.evaluate import run_eval
 
         console = Console()
         cfg = load_config(config, list(overrides or []), command="eval")

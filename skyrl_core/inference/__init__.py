@@ -1,8 +1,6 @@
 """The inference-engine interface (:mod:`.base`). The built-in engines (``hf``, ``openai``, ``vllm``) and
-``skyrl serve`` live in :mod:`skyrl_core.default_plugins.engines`; they import torch/transformers lazily."""
+``skyrl serve`` live in :mod:`skyrl_core.default_plugins.engines`; they import torch/transformers lazily, and bound and count their calls with its ``calls.py``."""
 
-from .base import (CallClock, Engine, EngineError, EngineStalled, EngineStats, GenerationOutput, SamplingParams,
-                   bounded_call)
+from .base import Engine, EngineError, EngineStalled, EngineStats, GenerationOutput, SamplingParams
 
-__all__ = ["CallClock", "Engine", "EngineError", "EngineStalled", "EngineStats", "GenerationOutput", "SamplingParams",
-           "bounded_call"]
+__all__ = ["Engine", "EngineError", "EngineStalled", "EngineStats", "GenerationOutput", "SamplingParams"]

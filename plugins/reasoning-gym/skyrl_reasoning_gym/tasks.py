@@ -185,7 +185,7 @@ def family_task(name: str, family: str | None, description: str, config: dict[st
     load.__doc__ = f"Loader of task '{name}': see skyrl_reasoning_gym.tasks.load_family."
     return Task(name=name, description=description, load=load, instruction_builder="reasoning_gym",
                 tools=("python", "finish"), verifier="reasoning_gym_score", runtime="sandbox",
-                default_data=DataSpec(split="train"))
+                default_data=DataSpec(split="train"), content_fields=("question",))
 
 
 GENERIC_TASK = family_task(

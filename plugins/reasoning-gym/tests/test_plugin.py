@@ -61,8 +61,9 @@ def test_train_and_test_splits_are_disjoint_and_pass_the_split_check(task):
     assert max(train_seeds) < SEED_SPAN <= min(test_seeds)  # disjoint item seeds, by construction
     # the run's split hygiene (skyrl_core.rollout.clean_eval_split) then drops test questions a train seed
     # happened to pose too; what it keeps shares no question with train
-    kept, report = clean_eval_split(test, {instance_content(i) for i in train})
-    assert not {instance_content(i) for i in kept} & {instance_content(i) for i in train}
+    fields = NAMED[task].content_fields
+    kept, report = clean_eval_split(test, {instance_content(i, fields) for i in train}, fields=fields)
+    assert not {instance_content(i, fields) for i in kept} & {instance_content(i, fields) for i in train}
     assert (report["eval_train_overlap"], report["eval_repeats"], report["eval_kept"]) == SPLIT_REPORT[task]
 
 

@@ -54,6 +54,7 @@ swe_task = Task(
     verifier="swe_tests",
     runtime="swe_sandbox",
     default_data=DataSpec(split="test"),
+    content_fields=("problem_statement",),
 )
 
 r2e_gym_task = Task(
@@ -65,4 +66,5 @@ r2e_gym_task = Task(
     verifier="swe_tests",
     runtime="docker",
     default_data=DataSpec(split="train"),
+    content_fields=("problem_statement",),
 )

@@ -1,4 +1,5 @@
-"""Built-in dispatchers, one module each over the shared base in :mod:`skyrl_core.dispatchers`: ``async_batch`` and
+"""Built-in dispatchers, one module each over the stage machinery of ``base.py`` (on the interface of
+:mod:`skyrl_core.dispatchers`): ``async_batch`` and
 ``async_batch_bounded`` (``batch.py``), ``async_pipeline`` (``pipeline.py``), ``priority`` (``priority.py``), the
 pipeline's per-instance stage-cost memory (``stage_costs.py``, its ``session_memory``). The ``skyrl bench
 dispatch`` command that compares them is the ``bench`` built-in plugin."""

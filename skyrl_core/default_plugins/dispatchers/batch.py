@@ -7,13 +7,15 @@ import asyncio
 import logging
 from typing import Any
 
-from skyrl_core.dispatchers import Stages, _BaseDispatcher, _mark_cancelled
+from skyrl_core.dispatchers import Stages
 from skyrl_core.transitions import Trajectory
+
+from .base import BaseDispatcher, mark_cancelled
 
 log = logging.getLogger(__name__)
 
 
-class AsyncBatchDispatcher(_BaseDispatcher):
+class AsyncBatchDispatcher(BaseDispatcher):
     """Every trajectory at once, each running init -> run -> eval; ``max_runtimes`` caps those in flight
     when set. Fast, but holds a runtime for every trajectory of the batch at its peak."""
 
@@ -39,7 +41,7 @@ class AsyncBatchDispatcher(_BaseDispatcher):
             try:
                 await sem.acquire()
             except asyncio.CancelledError:
-                _mark_cancelled(traj)
+                mark_cancelled(traj)
                 raise
             finally:
                 mon.waiting["init"] -= 1
@@ -63,7 +65,7 @@ class AsyncBatchDispatcher(_BaseDispatcher):
             if await self._stage(traj, "init", stages.init) and await self._stage(traj, "run", stages.run):
                 await self._stage(traj, "eval", stages.eval)
         except asyncio.CancelledError:
-            _mark_cancelled(traj)
+            mark_cancelled(traj)
             raise
         finally:
             await self._release(traj, stages)

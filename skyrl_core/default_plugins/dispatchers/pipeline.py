@@ -11,10 +11,11 @@ import math
 from collections import Counter
 from typing import Any
 
+from skyrl_core.dispatchers import Stages
 from skyrl_core.errors import ConfigError
-from skyrl_core.dispatchers import Stages, _BaseDispatcher, _mark_cancelled
 from skyrl_core.transitions import Trajectory
 
+from .base import BaseDispatcher, mark_cancelled
 from .stage_costs import StageCostMemory
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ class _RecentMean:
         return sum(self.values) / len(self.values) if self.values else None
 
 
-class PipelineDispatcher(_BaseDispatcher):
+class PipelineDispatcher(BaseDispatcher):
     """Three overlapping stages with bounded queues (SkyRL-Agent, arXiv 2511.16108, Sec. 3.2, Fig. 1b).
 
     Fixed mode: at most ``init_workers`` inits, ``run_workers`` agent loops and ``eval_workers`` evals at
@@ -420,7 +421,7 @@ class PipelineDispatcher(_BaseDispatcher):
                 self.eval_mean.add(mon.now() - t0)
                 self._group_times(self.group[i])["eval"].append(mon.now() - t0)
         except asyncio.CancelledError:
-            _mark_cancelled(traj)
+            mark_cancelled(traj)
             raise
         finally:
             for started in self.stage_started.values():

@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 from skyrl_core.errors import SkyrlError
 from skyrl_core.transitions import CANCELLED, ERROR_EVAL, ERROR_INIT, ERROR_RUN, TIMEOUT
 
-STAGES = ("init", "run", "eval")
+from .base import STAGES
 
 #: Endings whose stage seconds say when the trajectory was stopped, not what its stages cost.
 CUT_OFF = frozenset({ERROR_INIT, ERROR_RUN, ERROR_EVAL, TIMEOUT, CANCELLED})

@@ -29,8 +29,9 @@ from typing import Any
 import attrs
 
 from skyrl_core.errors import ConfigError, SkyrlError
-from skyrl_core.inference.base import (CallClock, Engine, EngineError, EngineStalled, GenerationOutput,
-                                       SamplingParams, bounded_call)
+from skyrl_core.inference.base import Engine, EngineError, EngineStalled, GenerationOutput, SamplingParams
+
+from .calls import CallClock, bounded_call
 
 log = logging.getLogger(__name__)
 

@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from skyrl_core.errors import ConfigError, SkyrlError
-from skyrl_core.inference.base import (CallClock, Engine, EngineError, GenerationOutput, SamplingParams,
-                                       bounded_call, tracked)
+from skyrl_core.inference.base import Engine, EngineError, GenerationOutput, SamplingParams
+
+from .calls import CallClock, bounded_call, tracked
 
 log = logging.getLogger(__name__)
 

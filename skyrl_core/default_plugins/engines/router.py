@@ -28,6 +28,7 @@ from typing import Any
 
 import attrs
 
+from skyrl_core.contracts import member
 from skyrl_core.errors import ConfigError
 from skyrl_core.inference.base import Engine, EngineError, EngineStats, GenerationOutput, SamplingParams, routing_key
 
@@ -68,7 +69,7 @@ class EngineRouter(Engine):
         self.sticky = bool(sticky)
         self.cooldown_s = float(cooldown_s)
         self.tokenizer = replicas[0].tokenizer
-        self.max_context = min(int(getattr(r, "max_context", 2048)) for r in replicas)
+        self.max_context = min(int(member(r, "inference_engines", "max_context") or 2048) for r in replicas)
         n = len(replicas)
         self.outstanding = [0] * n  # tokens (prompt + max_tokens) of the requests each replica serves now
         self.in_flight = [0] * n
@@ -183,6 +184,7 @@ async def build_engine(config: Any, registry: Any) -> Engine:
     replicas = await placement.place_engine(factory, configs)
     if len(replicas) == 1 and not ec.endpoints:
         return replicas[0]
-    names = list(ec.endpoints) or [f"{getattr(r, 'name', ec.type)}-{i}" for i, r in enumerate(replicas)]
+    names = list(ec.endpoints) or [f"{member(r, 'inference_engines', 'name') or ec.type}-{i}"
+                                   for i, r in enumerate(replicas)]
     log.info("engine router over %d replicas: %s (sticky: %s)", len(replicas), ", ".join(names), ec.sticky)
     return EngineRouter(replicas, names=names, sticky=ec.sticky)

@@ -42,8 +42,9 @@ from pathlib import Path
 from typing import Any
 
 from skyrl_core.errors import ConfigError, MissingExtraError, SkyrlError
-from skyrl_core.inference.base import (CallClock, Engine, EngineError, GenerationOutput, SamplingParams,
-                                       bounded_call, tracked)
+from skyrl_core.inference.base import Engine, EngineError, GenerationOutput, SamplingParams
+
+from .calls import CallClock, bounded_call, tracked
 from .openai import OpenAIEngine, _message, _Rejected, _save
 from .vllm_server import CPU_ENV
 

@@ -21,6 +21,7 @@ GSM8K = Task(
     verifier="gsm8k_answer",
     runtime="sandbox",
     default_data=DataSpec(split="test"),
+    content_fields=("question",),
 )
 
 GSM8K_STEPS = Task(
@@ -33,6 +34,7 @@ GSM8K_STEPS = Task(
     verifier="gsm8k_answer",
     runtime="sandbox",
     default_data=DataSpec(split="train"),
+    content_fields=("question",),
 )
 
 

@@ -1,6 +1,6 @@
 """The built-in local trainer: training backend ``local`` (``local.py``, with its memory accounting in
-``memory.py``), the RL pieces a run swaps by name — advantage estimators (``rloo``, ``grpo``, ``none``; the math
-is the core's :mod:`skyrl_core.advantages`, which builds the training batch with it), policy losses
+``memory.py``), the RL pieces a run swaps by name — advantage estimators (``rloo``, ``grpo``, ``none``:
+``advantages.py``; the core's training batch takes them from the registry), policy losses
 (``ppo_clip``, ``gspo``, ``reinforce``: ``losses.py``), metric loggers (``jsonl``, ``tensorboard``, ``wandb``:
 ``metrics.py``; ``plot``: ``plots.py``) — and the ``skyrl train`` command with its console
 (``train_command.py``). The core's :mod:`skyrl_core.training` runs the loop and reaches all of these through the
@@ -47,7 +47,7 @@ class _PolicyLoss:
 
 @hookimpl(trylast=True)
 def register_advantage_estimators(register):
-    from skyrl_core.advantages import METHODS, Estimator
+    from .advantages import METHODS, Estimator
 
     for method in METHODS:
         register(Estimator(method), name=method)

@@ -95,9 +95,10 @@ def default_output(config_path: str) -> Path:
 def backend_launcher(cfg):
     """The ``launch(config, *, output, resume)`` attribute of the configured backend's factory, or None. A
     backend whose trainer owns the loop (rollouts included) has one; ``skyrl train`` then hands it the run."""
+    from skyrl_core.contracts import member
     from skyrl_core.plugins import get_registry
 
-    return getattr(get_registry().get("backends", cfg.backend.type), "launch", None)
+    return member(get_registry().get("backends", cfg.backend.type), "backends", "launch")
 
 
 def _fmt(value, spec=".2f") -> str:

@@ -11,7 +11,7 @@ import html
 from pathlib import Path
 from typing import Any, Sequence
 
-from skyrl_core.multimodal import images_html, images_markdown
+from skyrl_core.multimodal import part_png, png_size
 from skyrl_core.transitions import Trajectory
 
 _CSS = """
@@ -26,6 +26,29 @@ font-size:.85em;overflow-x:auto}
 .shot{display:block;max-width:100%;height:auto;border:1px solid #bbb;margin-top:.4em}
 table{border-collapse:collapse;font-size:.85em} td,th{border:1px solid #ddd;padding:.2em .5em}
 """
+
+
+def _shown_images(message: dict) -> list[tuple[str, int, int]]:
+    """(data URL, width, height) of each valid image part of ``message``; invalid parts are left out."""
+    shown = []
+    for part in message.get("images") or []:
+        try:
+            width, height = png_size(part_png(part))
+        except ValueError:
+            continue
+        shown.append((part["image_url"]["url"], width, height))
+    return shown
+
+
+def images_html(message: dict) -> str:
+    """``<img>`` tags for a message's image parts (the HTML trajectory view); empty when there are none."""
+    return "".join(f"<img class='shot' src='{html.escape(url, quote=True)}' width='{w}' height='{h}' "
+                   f"alt='screenshot {w}x{h}'>" for url, w, h in _shown_images(message))
+
+
+def images_markdown(message: dict) -> list[str]:
+    """Markdown image lines (``![screenshot WxH](data:...)``) for a message's image parts."""
+    return [f"![screenshot {w}x{h}]({url})" for url, w, h in _shown_images(message)]
 
 
 def pick(trajectories: Sequence[Trajectory], limit: int) -> list[Trajectory]:

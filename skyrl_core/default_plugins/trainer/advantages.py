@@ -1,4 +1,4 @@
-"""Trajectory-level advantages from group rewards.
+"""The built-in advantage estimators: trajectory-level advantages from group rewards.
 
 A *group* is the ``n_samples`` rollouts of one instance (same ``group_id``). Every method returns one scalar per
 trajectory; the local trainer broadcasts it over the trajectory's generated tokens.
@@ -16,10 +16,11 @@ trajectory; the local trainer broadcasts it over the trajectory's generated toke
 Masked trajectories (ended by an external limit or an infrastructure error) keep their reward in the group
 baseline, as in the paper; their own advantage is still returned, and the loss mask excludes them from the loss.
 
-The three are registered as advantage estimators (hook ``register_advantage_estimators``) under their names;
-``backend.advantage`` names the one a run uses, so a plugin can add another (e.g. a baseline from a value
-model, or per-task normalisation). An estimator is a callable
-``(rewards [n], group_ids [n], std_normalize: bool) -> advantages [n]`` (floats), see :class:`Estimator`.
+The trainer plugin registers the three as advantage estimators (hook ``register_advantage_estimators``) under
+their names; ``backend.advantage`` names the one a run uses (the core's
+:func:`skyrl_core.postprocess.build_training_batch` takes it from the registry), so a plugin can add another (e.g.
+a baseline from a value model, or per-task normalisation) or replace a built-in by hook order. An estimator is a
+callable ``(rewards [n], group_ids [n], std_normalize: bool) -> advantages [n]`` (floats), see :class:`Estimator`.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import math
 from collections import defaultdict
 from typing import Sequence
 
-from .errors import ConfigError
+from skyrl_core.errors import ConfigError
 
 METHODS = ("rloo", "grpo", "none")
 
@@ -96,25 +97,3 @@ class Estimator:
 
     def __repr__(self) -> str:
         return f"Estimator({self.name!r})"
-
-
-def estimate(estimator, rewards: Sequence[float], group_ids: Sequence[str], std_normalize: bool = False,
-             name: str = "advantage estimator") -> list[float]:
-    """Call a registered estimator and check its answer: one finite float per reward. Raises ValueError naming
-    the estimator otherwise (a plugin's bug must not become a silent NaN in the loss)."""
-    out = [float(a) for a in estimator(list(rewards), list(group_ids), std_normalize)]
-    if len(out) != len(rewards):
-        raise ValueError(f"advantage estimator '{name}' returned {len(out)} advantages for {len(rewards)} rewards")
-    bad = [i for i, a in enumerate(out) if not math.isfinite(a)]
-    if bad:
-        raise ValueError(f"advantage estimator '{name}' returned a non-finite advantage for trajectory {bad[0]} "
-                         f"(group {group_ids[bad[0]]!r})")
-    return out
-
-
-def zero_advantage_groups(rewards: Sequence[float], group_ids: Sequence[str]) -> set[str]:
-    """Group ids whose rewards are all equal (including groups of one): they carry no learning signal."""
-    seen: dict[str, set[float]] = defaultdict(set)
-    for r, g in zip(rewards, group_ids):
-        seen[g].add(float(r))
-    return {g for g, values in seen.items() if len(values) == 1}
