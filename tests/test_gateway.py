@@ -54,6 +54,9 @@ class Tap:
         return out
 
 
+STALL_S = 600
+
+
 class Running:
     """A gateway served from its own event-loop thread on 127.0.0.1 (a free port)."""
 
@@ -62,8 +65,9 @@ class Running:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
-        self.url = asyncio.run_coroutine_threadsafe(gateway.start(), self.loop).result(60)
-        self.client = httpx.Client(base_url=self.url, timeout=120)
+        # stall bounds, not speed targets: on a loaded 2-core machine one SmolLM2 call can take minutes
+        self.url = asyncio.run_coroutine_threadsafe(gateway.start(), self.loop).result(STALL_S)
+        self.client = httpx.Client(base_url=self.url, timeout=STALL_S)
 
     def chat(self, sid: str, messages: list[dict], **extra) -> httpx.Response:
         return self.client.post(f"/sessions/{sid}/v1/chat/completions",
@@ -71,7 +75,7 @@ class Running:
 
     def close(self) -> None:
         self.client.close()
-        asyncio.run_coroutine_threadsafe(self.gateway.stop(), self.loop).result(30)
+        asyncio.run_coroutine_threadsafe(self.gateway.stop(), self.loop).result(STALL_S)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
 
@@ -289,7 +293,7 @@ def test_a_non_loopback_bind_without_a_token_is_refused():
         bind("0.0.0.0", 0, None)
     bind("0.0.0.0", 0, "tok").close()
     proc = subprocess.run([sys.executable, "-m", "skyrl_core.cli", "serve", "--record", "--host", "0.0.0.0",
-                           "--port", "0"], capture_output=True, text=True, timeout=120,
+                           "--port", "0"], capture_output=True, text=True, timeout=STALL_S,
                           env={**__import__("os").environ, "SKYRL_GATEWAY_TOKEN": ""})
     assert proc.returncode != 0 and "not a loopback address" in proc.stderr
 
@@ -432,7 +436,7 @@ def test_harness_failures_end_as_named_masked_finish_reasons(tiny_hf_engine, cha
 
     def one_call_then_crash(url, traj, runtime):
         r = httpx.post(url + "/chat/completions", json={"messages": [{"role": "user", "content": "hi"}], **GREEDY},
-                       timeout=60)
+                       timeout=STALL_S)
         assert r.status_code == 200
         raise RuntimeError("the harness tripped over its own parser")
 
@@ -512,7 +516,7 @@ def test_skyrl_serve_record_serves_a_config_engine(tiny_chat_model_dir, tmp_path
             url = m.group(1) if m else None
         assert url, "".join(lines)
         threading.Thread(target=proc.stderr.read, daemon=True).start()  # never block on a full pipe
-        with httpx.Client(base_url=url, timeout=60) as client:
+        with httpx.Client(base_url=url, timeout=STALL_S) as client:
             opened = client.post("/sessions", json={"id": "cli-1"}).json()
             assert opened["base_url"].endswith("/sessions/cli-1/v1")
             r = client.post("/sessions/cli-1/v1/chat/completions", json={
