@@ -258,13 +258,15 @@ def launch_command(config_path: str = typer.Argument(..., help="skyrl YAML confi
 
 # VeRL on a CPU (no CUDA here): the skyrl_verl.cpu platform (CPU_ENV), Ray's GPU slots as logical ones, FSDP2 on
 # gloo (FSDP1 wants an accelerator device_id), eager attention, one rank per rollout replica, no dataloader
-# processes, and VeRL's Ray PPO trainer of main_ppo_v0 (the V1 runner needs the transfer_queue package, which
+# processes, no rollout sleep mode, and VeRL's Ray PPO trainer of main_ppo_v0 (the V1 runner needs the transfer_queue package, which
 # verl 0.9.1 does not install)
 CPU_OVERRIDES = (
     "+ray_kwargs.ray_init.num_gpus={gpus}", "+ray_kwargs.ray_init.num_cpus={cpus}",
     "actor_rollout_ref.actor.strategy=fsdp2", "actor_rollout_ref.ref.strategy=fsdp2",
     "+actor_rollout_ref.model.override_config.attn_implementation=eager",
     "actor_rollout_ref.rollout.tensor_model_parallel_size=1", "data.dataloader_num_workers=0",
+    # vLLM's CPU platform refuses sleep mode, which VeRL turns on by default (verl/workers/config/rollout.py:268)
+    "+actor_rollout_ref.rollout.enable_sleep_mode=false", "actor_rollout_ref.rollout.free_cache_engine=false",
     "trainer.device=cpu", "trainer.use_v1=false",
 )
 

@@ -76,6 +76,7 @@ def test_cpu_launch_config_composes_with_verl():
     assert cfg.actor_rollout_ref.actor.strategy == cfg.actor_rollout_ref.ref.strategy == "fsdp2"
     assert cfg.actor_rollout_ref.model.override_config.attn_implementation == "eager"
     assert cfg.actor_rollout_ref.rollout.tensor_model_parallel_size == 1
+    assert cfg.actor_rollout_ref.rollout.enable_sleep_mode is False  # vLLM's CPU platform refuses it
     assert cfg.trainer.use_v1 is False and cfg.trainer.device == "cpu"
     assert cfg.ray_kwargs.ray_init.num_gpus == 2 and cfg.data.dataloader_num_workers == 0
     plain = build_verl_config(config)
