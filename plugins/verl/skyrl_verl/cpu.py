@@ -4,14 +4,14 @@ VeRL 0.9.1 routes every device call through ``verl.utils.device.get_platform()``
 (``verl/plugin/platform/platform_manager.py``); its registry holds ``nvidia``, ``huawei`` and ``amd`` only and
 falls back to ``nvidia`` (``torch.cuda``, NCCL) where none is present. That registry is VeRL's extension point for
 new hardware (``PlatformRegistry.register``, loaded in every process through ``VERL_USE_EXTERNAL_MODULES`` and
-chosen with ``VERL_PLATFORM``), so the CPU bridge is this class plus one shim (:func:`_one_backend_per_device`, which names the upstream
-lines that force it): device ``cpu``, collectives on
+chosen with ``VERL_PLATFORM``), so the CPU bridge is this class plus one shim
+(:func:`_one_backend_per_device`, which names the upstream lines that force it): device ``cpu``, collectives on
 gloo, seeds and synchronisation from ``torch``, no allocator, no IPC, no profiler ranges. Ray schedules VeRL's
 workers on its ``GPU`` resource; the launcher starts a local Ray with logical ``num_gpus`` slots (one per FSDP
 rank), which Ray grants as bookkeeping only (no device is touched).
 
 Environment: :data:`CPU_ENV` (set by :func:`skyrl_verl.launcher.launch` before Ray starts, so every worker inherits
-it). Importing this module registers the platform.
+it). Importing this module registers the platform and installs the shim (once per process).
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ def _cpu_device_module() -> types.SimpleNamespace:
     zero = lambda *a, **k: 0  # noqa: E731
     nothing = lambda *a, **k: None  # noqa: E731
     return types.SimpleNamespace(
-        is_available=lambda: True, device_count=lambda: 1, current_device=lambda: torch.device("cpu"), set_device=nothing,
+        is_available=lambda: True, device_count=lambda: 1, current_device=lambda: torch.device("cpu"),
+        set_device=nothing,
         synchronize=nothing, empty_cache=nothing, manual_seed=torch.manual_seed, manual_seed_all=torch.manual_seed,
         memory_allocated=zero, memory_reserved=zero, max_memory_allocated=zero, max_memory_reserved=zero,
         reset_peak_memory_stats=nothing, mem_get_info=lambda *a, **k: (0, 0),

@@ -258,8 +258,8 @@ def launch_command(config_path: str = typer.Argument(..., help="skyrl YAML confi
 
 # VeRL on a CPU (no CUDA here): the skyrl_verl.cpu platform (CPU_ENV), Ray's GPU slots as logical ones, FSDP2 on
 # gloo (FSDP1 wants an accelerator device_id), eager attention, one rank per rollout replica, no dataloader
-# processes, no rollout sleep mode, and VeRL's Ray PPO trainer of main_ppo_v0 (the V1 runner needs the transfer_queue package, which
-# verl 0.9.1 does not install)
+# processes, no rollout sleep mode, and VeRL's Ray PPO trainer of main_ppo_v0 (the V1 runner needs the
+# transfer_queue package, which verl 0.9.1 does not install)
 CPU_OVERRIDES = (
     "+ray_kwargs.ray_init.num_gpus={gpus}", "+ray_kwargs.ray_init.num_cpus={cpus}",
     "actor_rollout_ref.actor.strategy=fsdp2", "actor_rollout_ref.ref.strategy=fsdp2",

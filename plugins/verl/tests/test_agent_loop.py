@@ -36,7 +36,8 @@ class SessionLedger:
 
     def assert_all_closed(self):
         assert self.opened, "no RolloutSession was built"
-        assert sorted(self.opened) == sorted(self.closed), "a RolloutSession (its placements' runtimes) outlived its row"
+        assert sorted(self.opened) == sorted(self.closed), \
+            "a RolloutSession (its placements' runtimes) outlived its row"
 
 
 @pytest.fixture
