@@ -176,23 +176,28 @@ class SkyrlAgentLoop(AgentLoopBase):
         config = self.skyrl_config
         engine = VerlServerEngine(self.server_manager, self.tokenizer, config.agent.max_context_tokens)
         session = RolloutSession(config, engine)
-        tc, instance = self._instance(session, dict(kwargs.get("extra_info") or {}))
-        sampling = skyrl_sampling(config, temperature=float(sampling_params.get("temperature",
-                                                                                config.sampling.temperature)),
-                                  top_p=float(sampling_params.get("top_p", config.sampling.top_p)),
-                                  top_k=int(sampling_params.get("top_k", config.sampling.top_k)))
-        extra = dict(kwargs.get("extra_info") or {})
-        split = str(extra.get("split", "train"))
-        k = next_sample_index((split, extra.get("task_index"), instance.id))
-        if sampling.seed is None:
-            from skyrl_core.training import EVAL_SEED_BASE  # the local trainer's base, so both paths agree
+        try:
+            tc, instance = self._instance(session, dict(kwargs.get("extra_info") or {}))
+            sampling = skyrl_sampling(config, temperature=float(sampling_params.get("temperature",
+                                                                                    config.sampling.temperature)),
+                                      top_p=float(sampling_params.get("top_p", config.sampling.top_p)),
+                                      top_k=int(sampling_params.get("top_k", config.sampling.top_k)))
+            extra = dict(kwargs.get("extra_info") or {})
+            split = str(extra.get("split", "train"))
+            k = next_sample_index((split, extra.get("task_index"), instance.id))
+            if sampling.seed is None:
+                from skyrl_core.training import EVAL_SEED_BASE  # the local trainer's base, so both paths agree
 
-            sampling = attrs.evolve(sampling, seed=EVAL_SEED_BASE + config.train.seed)
-        # one seed per sample: VeRL rolls each sample out in its own call, so the rollout's own per-sample
-        # index is always 0; the k-th sample of an instance in this worker is round "verl-<split>-<k>"
-        start = time.perf_counter()
-        trajectories, _ = await session.rollout([(tc, instance)], n_samples=1, sampling=sampling,
-                                                seed_round=f"verl-{split}-{k}")
+                sampling = attrs.evolve(sampling, seed=EVAL_SEED_BASE + config.train.seed)
+            # one seed per sample: VeRL rolls each sample out in its own call, so the rollout's own per-sample
+            # index is always 0; the k-th sample of an instance in this worker is round "verl-<split>-<k>"
+            start = time.perf_counter()
+            trajectories, _ = await session.rollout([(tc, instance)], n_samples=1, sampling=sampling,
+                                                    seed_round=f"verl-{split}-{k}")
+        finally:
+            # the session's placements hold runtimes (Ray: actors) per task; VeRL builds one loop per row, so an
+            # unclosed session leaks them row after row. The engine is VeRL's server manager: not ours to close
+            await session.close()
         traj = trajectories[0]
         traj.metrics["sampling_seed_round"] = f"verl-{split}-{k}"
         elapsed = time.perf_counter() - start

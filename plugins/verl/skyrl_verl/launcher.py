@@ -9,7 +9,8 @@ skyrl's agent loop, tools, runtime and verifier against VeRL's inference servers
 instances reach VeRL as a parquet file of rows that name their task and instance (:func:`write_task_parquet`).
 
 CLI: ``skyrl verl config CONFIG [overrides]`` prints the VeRL config; ``skyrl verl launch CONFIG [overrides]``
-writes the data files and runs ``verl.trainer.main_ppo.run_ppo`` (needs GPUs and vllm or sglang).
+writes the data files and runs ``verl.trainer.main_ppo.run_ppo`` (vllm or sglang in
+VeRL's environment; without CUDA through the CPU platform of :mod:`skyrl_verl.cpu`).
 """
 
 from __future__ import annotations
@@ -111,8 +112,9 @@ def check_supported(config: Any) -> None:
 
 
 def verl_overrides(config: Any, *, train_files: str, val_files: str, n_gpus_per_node: int = 1, nnodes: int = 1,
-                   output_dir: str | None = None) -> list[str]:
-    """Hydra overrides for VeRL's ``ppo_trainer`` config from a skyrl Config (see :data:`KEY_MAP`)."""
+                   output_dir: str | None = None, on_cpu: bool = False) -> list[str]:
+    """Hydra overrides for VeRL's ``ppo_trainer`` config from a skyrl Config (see :data:`KEY_MAP`); with
+    ``on_cpu`` the :func:`cpu_overrides` come before ``backend.options.verl_overrides`` (which win)."""
     check_supported(config)
     bc, s, t = config.backend, config.sampling, config.train
     ctx = config.agent.max_context_tokens
@@ -165,11 +167,12 @@ def verl_overrides(config: Any, *, train_files: str, val_files: str, n_gpus_per_
     extra = bc.options.get("verl_overrides", [])
     if not isinstance(extra, list) or not all(isinstance(x, str) and "=" in x for x in extra):
         raise ConfigError("config key 'backend.options.verl_overrides' must be a list of 'key=value' strings")
-    return hydra_overrides(ov) + list(extra)
+    return hydra_overrides(ov) + (cpu_overrides(n_gpus_per_node) if on_cpu else []) + list(extra)
 
 
 def build_verl_config(config: Any, *, train_files: str = "train.parquet", val_files: str = "val.parquet",
-                      n_gpus_per_node: int = 1, nnodes: int = 1, output_dir: str | None = None):
+                      n_gpus_per_node: int = 1, nnodes: int = 1, output_dir: str | None = None,
+                      on_cpu: bool = False):
     """Compose VeRL's ``ppo_trainer`` Hydra config for ``config``; the skyrl config rides along under the
     top-level key ``skyrl`` (the agent loop reads tools, task, agent and sampling settings from it).
 
@@ -182,7 +185,8 @@ def build_verl_config(config: Any, *, train_files: str = "train.parquet", val_fi
     import verl.trainer
 
     overrides = verl_overrides(config, train_files=train_files, val_files=val_files,
-                               n_gpus_per_node=n_gpus_per_node, nnodes=nnodes, output_dir=output_dir)
+                               n_gpus_per_node=n_gpus_per_node, nnodes=nnodes, output_dir=output_dir,
+                               on_cpu=on_cpu)
     config_dir = str(Path(verl.trainer.__file__).parent / "config")
     try:
         with initialize_config_dir(config_dir=config_dir, version_base=None):
@@ -227,13 +231,16 @@ verl_app = typer.Typer(help="Train with VeRL: print the VeRL config built from a
 def config_command(config_path: str = typer.Argument(..., help="skyrl YAML config"),
                    overrides: Optional[list[str]] = typer.Argument(None, help="key.sub=value overrides"),
                    n_gpus: int = typer.Option(1, "--gpus", help="GPUs per node"),
-                   nnodes: int = typer.Option(1, "--nodes", help="nodes")) -> None:
+                   nnodes: int = typer.Option(1, "--nodes", help="nodes"),
+                   cpu: bool = typer.Option(False, "--cpu", help="with the CPU overrides a launch without CUDA adds")
+                   ) -> None:
     """Print VeRL's config (YAML) for CONFIG."""
     from omegaconf import OmegaConf
 
     from skyrl_core.config import load_config
 
-    cfg = build_verl_config(load_config(config_path, list(overrides or [])), n_gpus_per_node=n_gpus, nnodes=nnodes)
+    cfg = build_verl_config(load_config(config_path, list(overrides or [])), n_gpus_per_node=n_gpus, nnodes=nnodes,
+                            on_cpu=cpu)
     typer.echo(OmegaConf.to_yaml(cfg))
 
 
@@ -243,16 +250,39 @@ def launch_command(config_path: str = typer.Argument(..., help="skyrl YAML confi
                    output: str = typer.Option("runs/verl", "--output", help="run directory"),
                    n_gpus: int = typer.Option(1, "--gpus", help="GPUs per node"),
                    nnodes: int = typer.Option(1, "--nodes", help="nodes")) -> None:
-    """Write the task data and run VeRL's PPO trainer with skyrl's agent loop (needs GPUs and vllm/sglang)."""
+    """Write the task data and run VeRL's PPO trainer with skyrl's agent loop (vllm/sglang needed)."""
     from skyrl_core.config import load_config
 
     launch(load_config(config_path, list(overrides or [])), output_dir=output, n_gpus_per_node=n_gpus, nnodes=nnodes)
 
 
+# VeRL on a CPU (no CUDA here): the skyrl_verl.cpu platform (CPU_ENV), Ray's GPU slots as logical ones, FSDP2 on
+# gloo (FSDP1 wants an accelerator device_id), eager attention, one rank per rollout replica, no dataloader
+# processes, no rollout sleep mode, and VeRL's Ray PPO trainer of main_ppo_v0 (the V1 runner needs the
+# transfer_queue package, which verl 0.9.1 does not install)
+CPU_OVERRIDES = (
+    "+ray_kwargs.ray_init.num_gpus={gpus}", "+ray_kwargs.ray_init.num_cpus={cpus}",
+    "actor_rollout_ref.actor.strategy=fsdp2", "actor_rollout_ref.ref.strategy=fsdp2",
+    "+actor_rollout_ref.model.override_config.attn_implementation=eager",
+    "actor_rollout_ref.rollout.tensor_model_parallel_size=1", "data.dataloader_num_workers=0",
+    # vLLM's CPU platform refuses sleep mode, which VeRL turns on by default (verl/workers/config/rollout.py:268)
+    "+actor_rollout_ref.rollout.enable_sleep_mode=false", "actor_rollout_ref.rollout.free_cache_engine=false",
+    "trainer.device=cpu", "trainer.use_v1=false",
+)
+
+
+def cpu_overrides(n_gpus_per_node: int = 1) -> list[str]:
+    """The Hydra overrides that put VeRL's trainer on the CPU (see :data:`CPU_OVERRIDES`); Ray gets
+    ``n_gpus_per_node`` logical GPU slots (one per FSDP rank) and 4 logical CPUs per rank plus 4."""
+    return [o.format(gpus=n_gpus_per_node, cpus=4 * n_gpus_per_node + 4) for o in CPU_OVERRIDES]
+
+
 def launch(config: Any, *, output_dir: str, n_gpus_per_node: int = 1, nnodes: int = 1) -> None:
-    """Run VeRL's trainer on ``config``. Raises ConfigError for unsupported settings and SkyrlError when no GPU
-    or no VeRL inference engine is present."""
+    """Run VeRL's trainer on ``config``. Without CUDA it runs on the CPU through :mod:`skyrl_verl.cpu` and
+    :func:`cpu_overrides` (one node). Raises ConfigError for unsupported settings and SkyrlError when no VeRL
+    inference engine (``engine.type``: vllm or sglang) is importable."""
     import importlib.util
+    import os
 
     import torch
     from omegaconf import open_dict
@@ -260,24 +290,34 @@ def launch(config: Any, *, output_dir: str, n_gpus_per_node: int = 1, nnodes: in
     from skyrl_core.errors import SkyrlError
 
     check_supported(config)
-    if not torch.cuda.is_available():
-        raise SkyrlError("skyrl verl launch needs CUDA GPUs (VeRL's FSDP actor and inference servers); on this "
-                         "machine use `skyrl train CONFIG backend=verl`")
+    on_cpu = not torch.cuda.is_available()
+    if on_cpu and nnodes != 1:
+        raise SkyrlError("skyrl verl launch on a CPU runs on one node: drop --nodes")
     if importlib.util.find_spec(config.engine.type) is None:
-        raise SkyrlError(f"engine.type '{config.engine.type}' needs the python package '{config.engine.type}', "
-                         f"which is not installed")
+        raise SkyrlError(f"engine.type '{config.engine.type}' needs the python package '{config.engine.type}' in "
+                         f"VeRL's environment (VeRL 0.9.1 serves rollouts only with vllm, sglang or trtllm: "
+                         f"verl/workers/rollout/base.py:89), which is not installed")
     out = Path(output_dir)
     data_dir = out / "verl_data"
     write_task_parquet(config, "train", data_dir / "train.parquet")
     write_task_parquet(config, "eval", data_dir / "val.parquet")
+    if on_cpu:
+        from .cpu import CPU_ENV
+
+        os.environ.update(CPU_ENV)  # before Ray starts: every VeRL worker inherits it
     cfg = build_verl_config(config, train_files=str(data_dir / "train.parquet"),
                             val_files=str(data_dir / "val.parquet"), n_gpus_per_node=n_gpus_per_node,
-                            nnodes=nnodes, output_dir=str(out))
+                            nnodes=nnodes, output_dir=str(out), on_cpu=on_cpu)
     with open_dict(cfg):
         cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path = str(agent_loop_config_file(data_dir))
     from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
-    from verl.utils.config import validate_config
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
 
     validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
-    run_ppo(cfg, task_runner_class=TaskRunnerV1)
+    if cfg.trainer.use_v1:
+        run_ppo(cfg, task_runner_class=TaskRunnerV1)
+    else:
+        from verl.trainer.main_ppo_v0 import TaskRunner
+
+        run_ppo(cfg, task_runner_class=TaskRunner)

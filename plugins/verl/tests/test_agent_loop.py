@@ -13,6 +13,38 @@ pytestmark = pytest.mark.slow
 STALL_S = 300.0
 
 
+class SessionLedger:
+    """Records every skyrl RolloutSession built and every one closed (the real class, its methods wrapped)."""
+
+    def __init__(self, monkeypatch):
+        from skyrl_core.rollout import RolloutSession
+
+        self.opened, self.closed = [], []
+        init, close = RolloutSession.__init__, RolloutSession.close
+        ledger = self
+
+        def tracked_init(session, *args, **kwargs):
+            init(session, *args, **kwargs)
+            ledger.opened.append(id(session))
+
+        async def tracked_close(session):
+            await close(session)
+            ledger.closed.append(id(session))
+
+        monkeypatch.setattr(RolloutSession, "__init__", tracked_init)
+        monkeypatch.setattr(RolloutSession, "close", tracked_close)
+
+    def assert_all_closed(self):
+        assert self.opened, "no RolloutSession was built"
+        assert sorted(self.opened) == sorted(self.closed), \
+            "a RolloutSession (its placements' runtimes) outlived its row"
+
+
+@pytest.fixture
+def sessions(monkeypatch):
+    return SessionLedger(monkeypatch)
+
+
 @pytest.fixture(scope="module")
 def verl_cfg():
     from skyrl_core.config import load_config
@@ -23,7 +55,7 @@ def verl_cfg():
     return build_verl_config(config)
 
 
-async def test_agent_loop_output_from_a_real_rollout(verl_cfg):
+async def test_agent_loop_output_from_a_real_rollout(verl_cfg, sessions):
     from verl.experimental.agent_loop.agent_loop import (AgentLoopOutput, DictConfigWrap, _agent_loop_registry)
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
@@ -47,6 +79,7 @@ async def test_agent_loop_output_from_a_real_rollout(verl_cfg):
                                          raw_prompt=[])
     finally:
         await engine.close()
+    sessions.assert_all_closed()  # the row's session (tasks' placements, runtimes) is gone with its rollout
     assert outputs and all(isinstance(o, AgentLoopOutput) for o in outputs)
     assert server.requests >= 1  # every LLM call went through VeRL's generate interface
     last = outputs[-1]
@@ -74,7 +107,7 @@ async def test_agent_loop_output_from_a_real_rollout(verl_cfg):
     assert float(d["rm_scores"][-1]) == last.reward_score
 
 
-async def test_run_returns_one_output_for_verl(verl_cfg):
+async def test_run_returns_one_output_for_verl(verl_cfg, sessions):
     """``run`` (what VeRL 0.9.1's worker calls) gives the last datum; errors name the bad row."""
     from verl.experimental.agent_loop.agent_loop import DictConfigWrap
     from verl.utils.dataset.rl_dataset import RLHFDataset
@@ -94,6 +127,7 @@ async def test_run_returns_one_output_for_verl(verl_cfg):
             await loop.run({"temperature": 1.0}, extra_info={"task_index": 0, "instance_id": "nope"})
     finally:
         await engine.close()
+    sessions.assert_all_closed()  # a row that fails still closes its session (it leaked one per row)
 
 
 class SeedRecorder:
