@@ -142,6 +142,7 @@ def _tool_call_tag(name: str, arguments: dict) -> str:
 
 PARSER_OPTIONAL: dict[str, Any] = {"name": None, "format_call": _tool_call_tag, "tools_prompt": None, "stop": (),
                                    "keep_special_tokens": False, "needs_tool_schemas": False, "reads_formats": ()}
+TASK_OPTIONAL: dict[str, Any] = {"harness": None}
 RUNTIME_OPTIONAL: dict[str, Any] = {"prepare": None, "limit_hits": None}
 BACKEND_OPTIONAL: dict[str, Any] = {"launch": None}
 ENGINE_OPTIONAL: dict[str, Any] = {"name": None, "max_context": None, "accepts_images": False,
@@ -168,7 +169,8 @@ CONTRACTS: dict[str, Contract] = {
     "instruction_builders": Contract("register_instruction_builders", "instruction builder", "callable",
                                      InstructionBuilder, 2),
     "verifiers": Contract("register_verifiers", "verifier", "callable", Verifier, 3),
-    "tasks": Contract("register_tasks", "task", "instance", "skyrl_core.tasks:Task"),
+    "tasks": Contract("register_tasks", "task", "instance", "skyrl_core.tasks:Task", None,
+                      TASK_OPTIONAL),
     "dispatchers": Contract("register_dispatchers", "dispatcher", "class_or_factory", Dispatcher, 2),
     "inference_engines": Contract("register_inference_engines", "inference engine", "class_or_factory",
                                   InferenceEngine, 1, ENGINE_OPTIONAL),

@@ -78,6 +78,11 @@ class Task:
 
     ``load(spec) -> list[Instance]`` reads the data; ``instruction_builder``, ``verifier`` and ``runtime`` name
     registered components; ``tools`` names registered tools. A config may override each of these per task.
+
+    ``harness`` (optional, default None: skyrl's agent loop) names an external agent for the run stage
+    (docs/gateway.md, "External harnesses"): a command (a string for ``sh -c`` or an argv list, run in the task's
+    runtime) or a callable ``harness(base_url, trajectory, runtime, instance=instance)`` (sync or async), run
+    against a recording-gateway session with ``OPENAI_BASE_URL`` set; ``tools`` may then be empty.
     """
 
     name: str
@@ -88,6 +93,7 @@ class Task:
     verifier: str
     runtime: str = "sandbox"
     default_data: DataSpec = DataSpec()
+    harness: Any = None
 
     def select(self, spec: DataSpec) -> list[Instance]:
         """Load and slice the instances as ``spec`` says (shuffle with seed, then offset and limit)."""
