@@ -566,3 +566,25 @@ def test_a_retried_request_replaces_the_unanswered_call_instead_of_recording_it_
     assert session.transitions[0].output_ids == list(tap.calls[-1][1].output_ids)
     assert running.chat("retry", msgs + [reply_of(r), {"role": "user", "content": "Another."}]).status_code == 200
     assert len(session.transitions) == 2 and len(pack_transitions(session.transitions)) == 1
+
+
+def test_a_streamed_request_is_served_as_sse_of_the_recorded_call(served):
+    """`stream: true` was refused (400), so streaming harnesses (verifiers' chat program) could not run; it is now
+    the recorded call as OpenAI stream chunks, and the session records it once, exactly as a plain request."""
+    import json
+
+    running, tap = served()
+    sid = running.gateway.open()
+    reply = running.chat(sid, [{"role": "user", "content": "hi"}], stream=True,
+                         stream_options={"include_usage": True})
+    assert reply.status_code == 200 and reply.headers["content-type"].startswith("text/event-stream")
+    lines = [line[len("data: "):] for line in reply.text.splitlines() if line.startswith("data: ")]
+    assert lines[-1] == "[DONE]"
+    first, last, usage = (json.loads(x) for x in lines[:-1])
+    (out,) = [o for _, o in tap.calls]
+    assert first["object"] == "chat.completion.chunk" and first["choices"][0]["delta"]["role"] == "assistant"
+    assert first["choices"][0]["delta"]["content"] == tap.tokenizer.decode(out.output_ids, skip_special_tokens=True)
+    assert last["choices"][0]["finish_reason"] in ("stop", "length")
+    assert usage["usage"]["completion_tokens"] == len(out.output_ids)
+    (transition,) = running.gateway.trajectory(sid).transitions
+    assert transition.output_ids == list(out.output_ids)

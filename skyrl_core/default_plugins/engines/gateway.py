@@ -132,6 +132,26 @@ class Session:
                 "transitions": [t.to_json() for t in self.transitions]}
 
 
+def stream_events(response: dict[str, Any], usage: bool) -> list[dict[str, Any]]:
+    """A finished chat.completion as the OpenAI stream's chunks (``stream: true``): per choice one delta with the
+    whole message (its tool calls indexed) and one with the finish reason, then the usage chunk when asked
+    (``stream_options.include_usage``). The call is generated and recorded whole before the first byte is sent."""
+    head = {k: response[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+    events = []
+    for choice in response["choices"]:
+        message = choice["message"]
+        delta: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
+        if message.get("tool_calls"):
+            delta["tool_calls"] = [{"index": k, **call} for k, call in enumerate(message["tool_calls"])]
+        events.append({**head, "choices": [{"index": choice["index"], "delta": delta,
+                                            "logprobs": choice.get("logprobs"), "finish_reason": None}]})
+        events.append({**head, "choices": [{"index": choice["index"], "delta": {},
+                                            "finish_reason": choice["finish_reason"]}]})
+    if usage:
+        events.append({**head, "choices": [], "usage": response["usage"]})
+    return events
+
+
 class Gateway:
     """The recording gateway around ``engine`` (any registered engine: ``generate(ids, sampling)``, a
     ``tokenizer`` unless ``chat_format`` is given, optionally ``max_context``).
@@ -334,8 +354,6 @@ class Gateway:
         if not isinstance(messages, list) or not messages or not all(
                 isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages):
             raise GatewayError(400, "bad_request", "'messages' must be a non-empty list of {role, content} objects")
-        if body.get("stream"):
-            raise GatewayError(400, "bad_request", "stream is not supported by the recording gateway")
         tools = body.get("tools") or []
         if not isinstance(tools, list):
             raise GatewayError(400, "bad_request", "'tools' must be a list of OpenAI function tools")
@@ -468,7 +486,14 @@ class Gateway:
 
         async def chat(sid: str | None, body: dict[str, Any]):
             gw.counters["requests"] += 1
-            return await gw.complete(sid, body)
+            response = await gw.complete(sid, body)
+            if not body.get("stream"):
+                return response
+            from fastapi.responses import StreamingResponse
+
+            usage = isinstance(body.get("stream_options"), dict) and body["stream_options"].get("include_usage")
+            events = [f"data: {json.dumps(e)}\n\n" for e in stream_events(response, bool(usage))]
+            return StreamingResponse(iter(events + ["data: [DONE]\n\n"]), media_type="text/event-stream")
 
         @app.get("/health")
         async def health():
