@@ -48,21 +48,24 @@ class Answers(Engine):
         return GenerationOutput(output_ids=ids, output_logprobs=[-0.5] * len(ids), finish_reason="stop")
 
 
-def eval_config(tmp_path, model_dir, name, options, split="test"):
+def eval_config(tmp_path, model_dir, name, options, split="test", limit=None):
+    """A run of the task ``verifiers`` on taskset ``name``: train rows from its ``train`` split and eval rows from
+    ``split``; with ``split=None`` (a taskset without splits) the eval runs on its one dataset (first ``limit``)."""
     import json
 
     from skyrl_core.config import load_config
 
+    rows = f"name: {name}, options: {json.dumps(options)}"
+    data = (f"    data: {{{rows}, split: train}}\n    eval_data: {{{rows}, split: {split}}}\n" if split
+            else f"    data: {{{rows}, limit: {limit}}}\n")
     path = tmp_path / "vf.yaml"
     path.write_text(f"model: {model_dir}\nengine: {{type: hf, device: cpu, max_batch: 4}}\n"
-                    f"tasks:\n  - name: verifiers\n    data: {{name: {name}, split: train, "
-                    f"options: {json.dumps(options)}}}\n    eval_data: {{name: {name}, split: {split}, "
-                    f"options: {json.dumps(options)}}}\n"
+                    f"tasks:\n  - name: verifiers\n{data}"
                     "sampling: {temperature: 0.0, max_tokens: 24, n_samples: 1, seed: 0}\n")
     return load_config(str(path))
 
 
-async def verifiers_own_rewards(name, options, engine, tokenizer):
+async def verifiers_own_rewards(name, options, engine, tokenizer, limit=None):
     """Each task's reward from verifiers' own pipeline: ``Env.run_episode`` (scoring not deferred) against a
     fresh gateway on the same engine."""
     import verifiers.v1 as vf
@@ -77,7 +80,7 @@ async def verifiers_own_rewards(name, options, engine, tokenizer):
     rewards = []
     try:
         async with env.serving():
-            for task in tasks:
+            for task in tasks[:limit]:
                 sid = gateway.open()
                 ctx = vf.ModelContext(model=MODEL_NAME, client=vf.EvalClientConfig(base_url=gateway.base_url(sid)))
                 episode = await env.run_episode(task, ctx)
@@ -133,3 +136,26 @@ def test_a_real_model_runs_reverse_text_end_to_end(tmp_path, tiny_chat_model_dir
     for traj in done:
         assert traj.transitions and all(t.output_ids for t in traj.transitions)
         assert 0.0 <= traj.reward <= 1.0 and traj.metrics["outcome"] == "scored"
+
+
+def test_glossary_tool_call_rewards_equal_verifiers_own(tmp_path, tiny_chat_model_dir):
+    """Tool-using: glossary's facts_lookup (an MCP tool server verifiers starts per rollout). The policy calls the
+    tool (a Hermes <tool_call>, returned to the harness in OpenAI form by the gateway) and answers with the fact the
+    tool returned: two recorded calls, reward 1, and verifiers' own pipeline gives the same."""
+    needs("glossary")
+    from glossary.servers.facts import FACTS
+    from skyrl_core.default_plugins.engines.models import load_tokenizer
+
+    tok = load_tokenizer(tiny_chat_model_dir)
+    fact = FACTS["ada lovelace"]
+    engine = Answers(tok, {fact: f"<answer>{fact}</answer>",  # after the tool's result
+                           "Ada Lovelace": '<tool_call>\n{"name": "facts_lookup", "arguments": '
+                                           '{"name": "Ada Lovelace"}}\n</tool_call>'})
+    metrics, done = run(eval_config(tmp_path, tiny_chat_model_dir, "glossary", {}, split=None, limit=1), tmp_path,
+                        engine)
+    assert metrics["finish_reasons"] == {"finished": 1}, metrics.get("error_messages")
+    (traj,) = done
+    assert traj.reward == 1.0 and traj.metrics["vf_looked_up"] == 1.0
+    assert len(traj.transitions) == 2 and traj.metrics["gateway_tool_calls"] == 1  # the tool round trip
+    assert any(m.get("role") == "tool" and fact in str(m.get("content")) for m in traj.messages), traj.messages
+    assert [traj.reward] == asyncio.run(verifiers_own_rewards("glossary", {}, engine, tok, limit=1))
