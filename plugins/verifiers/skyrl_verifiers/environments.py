@@ -92,22 +92,20 @@ def _harness_class() -> type:
     return VenvChatHarness
 
 
-def _key(taskset: str, options: dict) -> str:
-    return json.dumps([taskset, options], sort_keys=True, default=str)
-
-
 @functools.lru_cache(maxsize=16)
 def _loaded(key: str) -> tuple[Any, list[Any]]:
-    taskset, options = json.loads(key)
-    return load_environment(taskset, options)
+    taskset, options, take = json.loads(key)
+    return load_environment(taskset, options, take)
 
 
-def load_environment(taskset: str, options: dict | None = None) -> tuple[Any, list[Any]]:
+def load_environment(taskset: str, options: dict | None = None, take: int | None = None) -> tuple[Any, list[Any]]:
     """The verifiers ``Env`` for the installed taskset ``taskset`` (its id, e.g. ``reverse-text``) and its tasks.
 
-    ``options`` are the taskset's config fields (``TasksetConfig``: e.g. ``dataset_name``, ``dataset_split``).
+    ``options`` are the taskset's config fields (``TasksetConfig``: e.g. ``dataset_name``, ``dataset_split``);
+    ``take`` bounds a taskset that generates tasks without end (its first ``take``; required for one).
     Its agent runs :class:`VenvChatHarness` unless the taskset ships its own harness. Raises ValueError naming the
-    taskset when it is not installed, its options do not validate, or its task stream is unbounded."""
+    taskset when it is not installed, its options do not validate, or its task stream is unbounded without
+    ``take``."""
     vf = _vf()
     from verifiers.v1.utils.loaders import default_harness_id, load_environment as vf_load, resolve_env_config
 
@@ -123,15 +121,17 @@ def load_environment(taskset: str, options: dict | None = None) -> tuple[Any, li
                          f"(e.g. `pip install ./environments/<name>` from the verifiers repository)") from exc
     except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
         raise ValueError(f"verifiers taskset {taskset!r}: bad options {options!r}: {exc}") from exc
-    if not env.taskset.bounded:
-        raise ValueError(f"verifiers taskset {taskset!r} is infinite; skyrl needs a bounded dataset")
     del vf
-    return env, list(env.taskset)
+    if env.taskset.bounded:
+        return env, list(env.taskset)
+    if take is None:
+        raise ValueError(f"verifiers taskset {taskset!r} generates tasks without end; bound it with data.limit")
+    return env, list(env.taskset.take(take))  # a seeded stream: its first ``take`` tasks, the same in every process
 
 
-def environment(taskset: str, options: dict | None = None) -> tuple[Any, list[Any]]:
-    """:func:`load_environment`, cached per (taskset, options) for the process."""
-    return _loaded(_key(taskset, dict(options or {})))
+def environment(taskset: str, options: dict | None = None, take: int | None = None) -> tuple[Any, list[Any]]:
+    """:func:`load_environment`, cached per (taskset, options, take) for the process."""
+    return _loaded(json.dumps([taskset, dict(options or {}), take], sort_keys=True, default=str))
 
 
 async def run_episode(base_url: str, trajectory: Any, runtime: Any, instance: Any) -> None:
@@ -140,7 +140,7 @@ async def run_episode(base_url: str, trajectory: Any, runtime: Any, instance: An
     eval stage (:func:`take_recorded`). Raises RuntimeError with verifiers' errors when the episode failed (the
     run then ends ``error_run``, masked)."""
     vf = _vf()
-    env, tasks = environment(instance.data["taskset"], instance.data.get("options"))
+    env, tasks = environment(instance.data["taskset"], instance.data.get("options"), instance.data.get("take"))
     task = tasks[instance.data["index"]].defer_scoring()
     ctx = vf.ModelContext(model=MODEL_NAME, client=vf.EvalClientConfig(base_url=base_url, api_key_var="SKYRL_GATEWAY_TOKEN"))
     async with env.serving():

@@ -34,12 +34,13 @@ def load(spec: DataSpec) -> list[Instance]:
             raise ValueError(f"task 'verifiers': data.options.shipped_data {shipped!r} is not shipped; valid: "
                              f"{', '.join(sorted(p.name for p in resources.files(__package__).joinpath('data').iterdir()))}")
         options["dataset_name"] = str(root)
-    env, tasks = environment(spec.name, options)
+    take = None if spec.limit is None else spec.offset + spec.limit  # bounds an endless taskset; select slices
+    env, tasks = environment(spec.name, options, take)
     if "dataset_split" in type(env.config.taskset).model_fields and "dataset_split" not in options and spec.split:
         options["dataset_split"] = spec.split
-        env, tasks = environment(spec.name, options)
-    return [Instance(id=f"{spec.name}-{i}", data={"taskset": spec.name, "options": options, "index": i,
-                                                          "prompt": task.data.prompt_text})
+        env, tasks = environment(spec.name, options, take)
+    return [Instance(id=f"{spec.name}-{i}", data={"taskset": spec.name, "options": options, "take": take,
+                                                  "index": i, "prompt": task.data.prompt_text})
             for i, task in enumerate(tasks)]
 
 

@@ -74,7 +74,7 @@ async def verifiers_own_rewards(name, options, engine, tokenizer, limit=None):
     from skyrl_core.default_plugins.engines.gateway import Gateway
     from skyrl_verifiers.environments import MODEL_NAME, environment
 
-    env, tasks = environment(name, options)
+    env, tasks = environment(name, options, limit)
     gateway = Gateway(engine, ChatFormat(tokenizer), require_open=True)
     await gateway.start()
     rewards = []
@@ -138,6 +138,7 @@ def test_a_real_model_runs_reverse_text_end_to_end(tmp_path, tiny_chat_model_dir
         assert 0.0 <= traj.reward <= 1.0 and traj.metrics["outcome"] == "scored"
 
 
+@pytest.mark.slow  # ~50 s on 2 loaded cores: verifiers starts an MCP tool server and its chat program per episode
 def test_glossary_tool_call_rewards_equal_verifiers_own(tmp_path, tiny_chat_model_dir):
     """Tool-using: glossary's facts_lookup (an MCP tool server verifiers starts per rollout). The policy calls the
     tool (a Hermes <tool_call>, returned to the harness in OpenAI form by the gateway) and answers with the fact the
@@ -159,3 +160,27 @@ def test_glossary_tool_call_rewards_equal_verifiers_own(tmp_path, tiny_chat_mode
     assert len(traj.transitions) == 2 and traj.metrics["gateway_tool_calls"] == 1  # the tool round trip
     assert any(m.get("role") == "tool" and fact in str(m.get("content")) for m in traj.messages), traj.messages
     assert [traj.reward] == asyncio.run(verifiers_own_rewards("glossary", {}, engine, tok, limit=1))
+
+
+@pytest.mark.slow  # ~70 s on 2 loaded cores: two three-turn episodes, each with its own chat program
+def test_color_codeword_multi_turn_rewards_equal_verifiers_own(tmp_path, tiny_chat_model_dir):
+    """Multi-turn: color-codeword's env scripts the user over three turns (its taskset is an endless seeded stream,
+    bounded by data.limit). The policy answers each turn; the last answer is the whole codeword: three recorded
+    calls extending one conversation, reward 1 (exact match), and verifiers' own pipeline gives the same."""
+    needs("color_codeword")
+    from skyrl_core.default_plugins.engines.models import load_tokenizer
+    from skyrl_verifiers.environments import environment
+
+    tok = load_tokenizer(tiny_chat_model_dir)
+    (task,) = environment("color-codeword", {}, 1)[1]
+    answer = task.data.answer
+    engine = Answers(tok, {"Combine your previous answer": answer, "more squares": answer[:4],
+                           "Here are 2 squares": answer[:2]})
+    metrics, done = run(eval_config(tmp_path, tiny_chat_model_dir, "color-codeword", {}, split=None, limit=1),
+                        tmp_path, engine)
+    assert metrics["finish_reasons"] == {"finished": 1}, metrics.get("error_messages")
+    (traj,) = done
+    assert traj.reward == 1.0 and traj.metrics["vf_exact_match"] == 1.0
+    assert len(traj.transitions) == 3 and traj.metrics["gateway_extended"] == 2  # one growing conversation
+    assert [m["content"] for m in traj.messages if m["role"] == "assistant"] == [answer[:2], answer[:4], answer]
+    assert [traj.reward] == asyncio.run(verifiers_own_rewards("color-codeword", {}, engine, tok, limit=1))

@@ -93,10 +93,35 @@ def _norm_call(call: Any) -> Any:
     return {"id": call.get("id"), "name": fn.get("name"), "arguments": args}
 
 
+def content_text(content: Any) -> str:
+    """A message's content as the text the chat template renders: a string as is; OpenAI content parts joined
+    by newlines, each ``text`` part's text and, for an ``image_url`` part, a stand-in naming its size (the engine
+    behind the gateway is text-only: skyrl_core/multimodal.py). Raises GatewayError (400) naming any other part."""
+    if not isinstance(content, list):
+        return content or ""
+    from skyrl_core.multimodal import part_png, png_size
+
+    texts = []
+    for part in content:
+        kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+        if kind == "text":
+            texts.append(str(part.get("text") or ""))
+        elif kind == "image_url":
+            try:
+                size = "%dx%d " % png_size(part_png(part))
+            except ValueError:
+                size = ""
+            texts.append(f"[image {size}omitted: the gateway's engine is text-only]")
+        else:
+            raise GatewayError(400, "bad_request", f"unsupported content part {kind!r}; valid: text, image_url")
+    return "\n".join(texts)
+
+
 def normalize(message: dict) -> dict:
     """The fields of a chat message that decide its rendering, in one canonical form (content None and "" are
-    the same; tool-call arguments compared as parsed JSON; client-only fields such as ``refusal`` dropped)."""
-    out = {"role": message.get("role"), "content": message.get("content") or ""}
+    the same; content parts as :func:`content_text`; tool-call arguments compared as parsed JSON; client-only
+    fields such as ``refusal`` dropped)."""
+    out = {"role": message.get("role"), "content": content_text(message.get("content"))}
     if message.get("tool_calls"):
         out["tool_calls"] = [_norm_call(c) for c in message["tool_calls"]]
     for key in ("tool_call_id", "name"):
@@ -354,6 +379,9 @@ class Gateway:
         if not isinstance(messages, list) or not messages or not all(
                 isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages):
             raise GatewayError(400, "bad_request", "'messages' must be a non-empty list of {role, content} objects")
+        # content parts (text, images) reach the chat template as text: a template concatenates strings
+        messages = [{**m, "content": content_text(m["content"])} if isinstance(m.get("content"), list) else m
+                    for m in messages]
         tools = body.get("tools") or []
         if not isinstance(tools, list):
             raise GatewayError(400, "bad_request", "'tools' must be a list of OpenAI function tools")
