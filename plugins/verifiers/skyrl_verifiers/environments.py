@@ -106,7 +106,7 @@ def load_environment(taskset: str, options: dict | None = None, take: int | None
     Its agent runs :class:`VenvChatHarness` unless the taskset ships its own harness. Raises ValueError naming the
     taskset when it is not installed, its options do not validate, or its task stream is unbounded without
     ``take``."""
-    vf = _vf()
+    _vf()
     from verifiers.v1.utils.loaders import default_harness_id, load_environment as vf_load, resolve_env_config
 
     _harness_class()
@@ -121,7 +121,6 @@ def load_environment(taskset: str, options: dict | None = None, take: int | None
                          f"(e.g. `pip install ./environments/<name>` from the verifiers repository)") from exc
     except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
         raise ValueError(f"verifiers taskset {taskset!r}: bad options {options!r}: {exc}") from exc
-    del vf
     if env.taskset.bounded:
         return env, list(env.taskset)
     if take is None:
@@ -134,6 +133,46 @@ def environment(taskset: str, options: dict | None = None, take: int | None = No
     return _loaded(json.dumps([taskset, dict(options or {}), take], sort_keys=True, default=str))
 
 
+class _SharedServing:
+    """``Env.serving()`` entered once for all the episodes running at the same time in one event loop: it holds
+    env-wide state (the interception server, shared tool servers), so a second concurrent ``serving()`` on the same
+    env would replace the first one's and tear it down under its episodes. The first episode enters it, the last
+    one to finish leaves it."""
+
+    def __init__(self, env: Any, key: tuple[int, int]) -> None:
+        import asyncio
+
+        self.env, self.key, self.users, self.lock, self.context = env, key, 0, asyncio.Lock(), None
+
+    async def __aenter__(self) -> None:
+        async with self.lock:
+            if self.users == 0:
+                context = self.env.serving()
+                await context.__aenter__()
+                self.context = context
+            self.users += 1
+
+    async def __aexit__(self, *exc: Any) -> None:
+        async with self.lock:
+            self.users -= 1
+            if self.users == 0:
+                context, self.context = self.context, None
+                _SERVINGS.pop(self.key, None)  # a later loop (another asyncio.run) starts afresh
+                await context.__aexit__(None, None, None)
+
+
+_SERVINGS: dict[tuple[int, int], _SharedServing] = {}
+
+
+def _serving(env: Any) -> _SharedServing:
+    import asyncio
+
+    key = (id(env), id(asyncio.get_running_loop()))
+    if key not in _SERVINGS:
+        _SERVINGS[key] = _SharedServing(env, key)
+    return _SERVINGS[key]
+
+
 async def run_episode(base_url: str, trajectory: Any, runtime: Any, instance: Any) -> None:
     """The harness of the ``verifiers`` task (``Task.harness``): one verifiers episode of ``instance``'s task, its
     agent's model calls sent to ``base_url`` (the trajectory's gateway session). The recorded trace is kept for the
@@ -143,7 +182,7 @@ async def run_episode(base_url: str, trajectory: Any, runtime: Any, instance: An
     env, tasks = environment(instance.data["taskset"], instance.data.get("options"), instance.data.get("take"))
     task = tasks[instance.data["index"]].defer_scoring()
     ctx = vf.ModelContext(model=MODEL_NAME, client=vf.EvalClientConfig(base_url=base_url, api_key_var="SKYRL_GATEWAY_TOKEN"))
-    async with env.serving():
+    async with _serving(env):
         episode = await env.run_episode(task, ctx)
     if not episode.traces:
         raise RuntimeError(f"the verifiers episode ran no agent: {[e.message for e in episode.errors]}")
