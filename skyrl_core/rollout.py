@@ -371,7 +371,8 @@ class RolloutSession:
             harness = member(slot.resolved.task, "tasks", "harness")
             if harness is not None:  # an external agent against a recording-gateway session (docs/gateway.md)
                 await self._harness_runner().run(
-                    traj, functools.partial(harness, instance=slot.instance) if callable(harness) else harness,
+                    traj, functools.partial(harness, instance=slot.instance, sampling=sampling_for(traj)) if callable(harness)
+                    else harness,
                     slot.runtime, timeout_s=max(1.0, (cfg.dispatcher.run_timeout_s or 3600.0) - CALL_BOUND_GRACE_S))
                 return
             await run_agent(traj, engine=self.engine, tools=slot.resolved.tools, parser=slot.resolved.parser,

@@ -81,7 +81,8 @@ class Task:
 
     ``harness`` (optional, default None: skyrl's agent loop) names an external agent for the run stage
     (docs/gateway.md, "External harnesses"): a command (a string for ``sh -c`` or an argv list, run in the task's
-    runtime) or a callable ``harness(base_url, trajectory, runtime, instance=instance)`` (sync or async), run
+    runtime) or a callable ``harness(base_url, trajectory, runtime, instance=, sampling=)`` (sync or async; the
+    instance and the trajectory's ``SamplingParams``, which the harness should send with its calls), run
     against a recording-gateway session with ``OPENAI_BASE_URL`` set; ``tools`` may then be empty.
     """
 

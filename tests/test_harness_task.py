@@ -41,11 +41,12 @@ async def answer_matches(trajectory, runtime, instance) -> VerifierResult:
     return VerifierResult(reward=float(written == last), metrics={"answer_chars": len(written)})
 
 
-async def callable_harness(base_url, trajectory, runtime, instance):
-    SEEN_INSTANCES.append(instance.id)
+async def callable_harness(base_url, trajectory, runtime, instance, sampling):
+    SEEN_INSTANCES.append((instance.id, sampling.max_tokens))
     async with httpx.AsyncClient(timeout=60) as client:
         reply = await client.post(f"{base_url}/chat/completions", json={
-            "messages": [{"role": "user", "content": instance.data["prompt"]}], "max_tokens": 4})
+            "messages": [{"role": "user", "content": instance.data["prompt"]}], "max_tokens": sampling.max_tokens,
+            "temperature": sampling.temperature})
         reply.raise_for_status()
     await runtime.exec(f"printf %s {reply.json()['choices'][0]['message']['content']!r} > answer.txt",
                        timeout_s=10)
@@ -101,7 +102,9 @@ def test_run_eval_runs_a_harness_task_through_the_gateway(plugins, tmp_path, tin
         assert traj.reward == 1.0, (traj.messages, traj.metrics)
         assert traj.metrics["answer_chars"] == len(traj.messages[-1]["content"])
     if task == "external_fn":
-        assert sorted(SEEN_INSTANCES) == ["i0", "i1"]  # the callable is handed its instance
+        # the callable is handed its instance and the run's sampling (sampling.max_tokens: 8)
+        assert sorted(SEEN_INSTANCES) == [("i0", 8), ("i1", 8)]
+        assert all(len(t.transitions[0].output_ids) <= 8 for t in done)
 
 
 def test_a_task_without_a_harness_still_needs_tools(plugins, tmp_path, tiny_hf_engine, tiny_chat_model_dir):

@@ -173,15 +173,20 @@ def _serving(env: Any) -> _SharedServing:
     return _SERVINGS[key]
 
 
-async def run_episode(base_url: str, trajectory: Any, runtime: Any, instance: Any) -> None:
+async def run_episode(base_url: str, trajectory: Any, runtime: Any, instance: Any, sampling: Any = None) -> None:
     """The harness of the ``verifiers`` task (``Task.harness``): one verifiers episode of ``instance``'s task, its
     agent's model calls sent to ``base_url`` (the trajectory's gateway session). The recorded trace is kept for the
-    eval stage (:func:`take_recorded`). Raises RuntimeError with verifiers' errors when the episode failed (the
+    eval stage (:func:`take_recorded`). ``sampling`` (skyrl's ``SamplingParams``: the run's ``sampling.*``) becomes
+    the episode's ``temperature``, ``top_p`` and ``max_tokens``. Raises RuntimeError with verifiers' errors when the episode failed (the
     run then ends ``error_run``, masked)."""
     vf = _vf()
     env, tasks = environment(instance.data["taskset"], instance.data.get("options"), instance.data.get("take"))
     task = tasks[instance.data["index"]].defer_scoring()
-    ctx = vf.ModelContext(model=MODEL_NAME, client=vf.EvalClientConfig(base_url=base_url, api_key_var="SKYRL_GATEWAY_TOKEN"))
+    knobs = {} if sampling is None else {"temperature": sampling.temperature, "top_p": sampling.top_p,
+                                         "max_tokens": sampling.max_tokens}
+    ctx = vf.ModelContext(model=MODEL_NAME, client=vf.EvalClientConfig(base_url=base_url,
+                                                                       api_key_var="SKYRL_GATEWAY_TOKEN"),
+                          sampling=vf.Sampling(**knobs))
     async with _serving(env):
         episode = await env.run_episode(task, ctx)
     if not episode.traces:

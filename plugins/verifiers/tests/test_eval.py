@@ -39,12 +39,14 @@ class Answers(Engine):
         super().__init__()
         self.tokenizer, self.answers, self.max_context = tokenizer, answers, 4096
         self.calls: list[tuple[list[int], list[int]]] = []
+        self.sampled: list[tuple[int, float]] = []
 
     async def generate(self, input_ids, sampling):
         prompt = self.tokenizer.decode(input_ids)
         text = next((a for k, a in self.answers.items() if k in prompt), "no idea")
         ids = self.tokenizer.encode(text, add_special_tokens=False) + [self.tokenizer.eos_token_id]
         self.calls.append((list(input_ids), ids))
+        self.sampled.append((sampling.max_tokens, sampling.temperature))
         return GenerationOutput(output_ids=ids, output_logprobs=[-0.5] * len(ids), finish_reason="stop")
 
 
@@ -113,6 +115,7 @@ def test_reverse_text_rewards_equal_verifiers_own(tmp_path, tiny_chat_model_dir)
                            "abc": "<reversed_text>cb</reversed_text>"})
     metrics, done = run(eval_config(tmp_path, tiny_chat_model_dir, "reverse-text", REVERSE), tmp_path, engine)
     assert metrics["finish_reasons"] == {"finished": 2}, metrics.get("error_messages")
+    assert engine.sampled == [(24, 0.0)] * 2  # the run's sampling.* reached the environment's calls
     rewards = [t.reward for t in done]
     assert rewards[0] == 1.0 and rewards[1] == pytest.approx(0.8)  # SequenceMatcher("cb", "cba").ratio()
     own = {"dataset_name": str(DATA / "reverse_text"), "dataset_split": "test"}
