@@ -144,7 +144,7 @@ PARSER_OPTIONAL: dict[str, Any] = {"name": None, "format_call": _tool_call_tag, 
                                    "keep_special_tokens": False, "needs_tool_schemas": False, "reads_formats": ()}
 RUNTIME_OPTIONAL: dict[str, Any] = {"prepare": None, "limit_hits": None}
 DISPATCHER_OPTIONAL: dict[str, Any] = {"session_memory": None}
-TASK_OPTIONAL: dict[str, Any] = {"content_fields": ()}
+TASK_OPTIONAL: dict[str, Any] = {"content_fields": (), "harness": None}
 LOGGER_OPTIONAL: dict[str, Any] = {"truncate_after": None}
 BACKEND_OPTIONAL: dict[str, Any] = {"launch": None}
 ENGINE_OPTIONAL: dict[str, Any] = {"name": None, "max_context": None, "accepts_images": False,

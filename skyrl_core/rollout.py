@@ -19,6 +19,7 @@ and never the batch.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import inspect
 import json
@@ -215,6 +216,7 @@ class RolloutSession:
         self.for_eval = False  # an eval run (run_eval sets it): agent.drift_check "eval" applies
         self._dispatch_memory: Any = _NOT_ASKED  # see dispatch_memory
         self.split_report: dict[str, dict[str, int]] = {}
+        self._harnesses: Any = None  # the HarnessRunner (one gateway) of tasks with a harness, made on first use
         for tc in config.tasks:
             self._resolve(tc)
 
@@ -371,6 +373,13 @@ class RolloutSession:
 
             slot = slots[id(traj)]
             routing_key.set(traj.id)  # an engine router keeps a trajectory on one replica (engine.sticky)
+            harness = member(slot.resolved.task, "tasks", "harness")
+            if harness is not None:  # an external agent against a recording-gateway session (docs/gateway.md)
+                await self._harness_runner().run(
+                    traj, functools.partial(harness, instance=slot.instance, sampling=sampling_for(traj)) if callable(harness)
+                    else harness,
+                    slot.runtime, timeout_s=max(1.0, (cfg.dispatcher.run_timeout_s or 3600.0) - CALL_BOUND_GRACE_S))
+                return
             await run_agent(traj, engine=self.engine, tools=slot.resolved.tools, parser=slot.resolved.parser,
                             chat=slot.resolved.chat, agent_config=slot.resolved.agent, sampling=sampling_for(traj),
                             ctx=slot.ctx, engine_timeout_s=call_bound,
@@ -420,10 +429,19 @@ class RolloutSession:
         """Close what each task's placement holds (Ray: its actors), then the engine when this session built it."""
         for placed in {id(r.placed): r.placed for r in self._resolved.values()}.values():
             await placed.close()
+        if self._harnesses is not None:
+            await self._harnesses.close()
         if self.owns_engine:
             await self.engine.close()
 
     # -- resolution --------------------------------------------------------------------------------------
+    def _harness_runner(self) -> Any:
+        if self._harnesses is None:
+            from .default_plugins.engines.harness import HarnessRunner
+
+            self._harnesses = HarnessRunner(self.engine, self.chat, self.parser)
+        return self._harnesses
+
     def _parser(self, name: str) -> Any:
         if name == "auto":  # the model's own format: its chat template's call markers, else its name
             from .default_plugins.parsers.detect import parser_for_model
@@ -440,7 +458,7 @@ class RolloutSession:
         reg = self.registry
         task = reg.get("tasks", tc.name)
         tool_names = list(tc.tools) if tc.tools is not None else list(task.tools)
-        if not tool_names:
+        if not tool_names and member(task, "tasks", "harness") is None:
             raise ConfigError(f"task '{tc.name}' has no tools; set tasks.N.tools (registered: "
                               f"{', '.join(reg.names('tools'))})")
         tools = {name: reg.get("tools", name) for name in tool_names}

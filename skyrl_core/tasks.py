@@ -81,6 +81,12 @@ class Task:
     ``content_fields`` names the ``Instance.data`` fields that hold what the model is asked, in the order tried
     (e.g. ``("question",)``): the eval/train overlap check compares them (:func:`skyrl_core.rollout.instance_content`);
     empty (the default) compares every text field of the instance.
+
+    ``harness`` (optional, default None: skyrl's agent loop) names an external agent for the run stage
+    (docs/gateway.md, "External harnesses"): a command (a string for ``sh -c`` or an argv list, run in the task's
+    runtime) or a callable ``harness(base_url, trajectory, runtime, instance=, sampling=)`` (sync or async; the
+    instance and the trajectory's ``SamplingParams``, which the harness should send with its calls), run
+    against a recording-gateway session with ``OPENAI_BASE_URL`` set; ``tools`` may then be empty.
     """
 
     name: str
@@ -92,6 +98,7 @@ class Task:
     runtime: str = "sandbox"
     default_data: DataSpec = DataSpec()
     content_fields: tuple[str, ...] = ()
+    harness: Any = None
 
     def select(self, spec: DataSpec) -> list[Instance]:
         """Load and slice the instances as ``spec`` says (shuffle with seed, then offset and limit)."""

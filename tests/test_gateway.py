@@ -570,3 +570,44 @@ def test_a_retried_request_replaces_the_unanswered_call_instead_of_recording_it_
     assert session.transitions[0].output_ids == list(tap.calls[-1][1].output_ids)
     assert running.chat("retry", msgs + [reply_of(r), {"role": "user", "content": "Another."}]).status_code == 200
     assert len(session.transitions) == 2 and len(pack_transitions(session.transitions)) == 1
+
+
+def test_a_streamed_request_is_served_as_sse_of_the_recorded_call(served):
+    """`stream: true` was refused (400), so streaming harnesses (verifiers' chat program) could not run; it is now
+    the recorded call as OpenAI stream chunks, and the session records it once, exactly as a plain request."""
+    import json
+
+    running, tap = served()
+    sid = running.gateway.open()
+    reply = running.chat(sid, [{"role": "user", "content": "hi"}], stream=True,
+                         stream_options={"include_usage": True})
+    assert reply.status_code == 200 and reply.headers["content-type"].startswith("text/event-stream")
+    lines = [line[len("data: "):] for line in reply.text.splitlines() if line.startswith("data: ")]
+    assert lines[-1] == "[DONE]"
+    first, last, usage = (json.loads(x) for x in lines[:-1])
+    (out,) = [o for _, o in tap.calls]
+    assert first["object"] == "chat.completion.chunk" and first["choices"][0]["delta"]["role"] == "assistant"
+    assert first["choices"][0]["delta"]["content"] == tap.tokenizer.decode(out.output_ids, skip_special_tokens=True)
+    assert last["choices"][0]["finish_reason"] in ("stop", "length")
+    assert usage["usage"]["completion_tokens"] == len(out.output_ids)
+    (transition,) = running.gateway.trajectory(sid).transitions
+    assert transition.output_ids == list(out.output_ids)
+
+
+def test_content_parts_are_rendered_as_text_and_an_image_as_a_stand_in(served):
+    """OpenAI content parts (a list of text / image_url parts, as verifiers' multimodal environments send) made the
+    chat template raise (500); they are rendered as text, an image as a stand-in naming its size, and an unknown
+    part is a 400 naming the valid kinds."""
+    from skyrl_core.multimodal import image_part
+
+    png = bytes.fromhex("89504e470d0a1a0a0000000d49484452000000020000000308060000009d74cbd0")  # IHDR 2x3
+    running, tap = served()
+    sid = running.gateway.open()
+    parts = [image_part(png), {"type": "text", "text": "What colour?"}]
+    reply = running.chat(sid, [{"role": "user", "content": parts}])
+    assert reply.status_code == 200, reply.text
+    (ids, _), = tap.calls
+    prompt = tap.tokenizer.decode(ids)
+    assert "[image 2x3 omitted: the gateway's engine is text-only]\nWhat colour?" in prompt
+    bad = running.chat(running.gateway.open(), [{"role": "user", "content": [{"type": "audio", "data": "x"}]}])
+    assert bad.status_code == 400 and "unsupported content part 'audio'; valid: text, image_url" in bad.text

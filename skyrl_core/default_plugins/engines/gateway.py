@@ -93,10 +93,35 @@ def _norm_call(call: Any) -> Any:
     return {"id": call.get("id"), "name": fn.get("name"), "arguments": args}
 
 
+def content_text(content: Any) -> str:
+    """A message's content as the text the chat template renders: a string as is; OpenAI content parts joined
+    by newlines, each ``text`` part's text and, for an ``image_url`` part, a stand-in naming its size (the engine
+    behind the gateway is text-only: skyrl_core/multimodal.py). Raises GatewayError (400) naming any other part."""
+    if not isinstance(content, list):
+        return content or ""
+    from skyrl_core.multimodal import part_png, png_size
+
+    texts = []
+    for part in content:
+        kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+        if kind == "text":
+            texts.append(str(part.get("text") or ""))
+        elif kind == "image_url":
+            try:
+                size = "%dx%d " % png_size(part_png(part))
+            except ValueError:
+                size = ""
+            texts.append(f"[image {size}omitted: the gateway's engine is text-only]")
+        else:
+            raise GatewayError(400, "bad_request", f"unsupported content part {kind!r}; valid: text, image_url")
+    return "\n".join(texts)
+
+
 def normalize(message: dict) -> dict:
     """The fields of a chat message that decide its rendering, in one canonical form (content None and "" are
-    the same; tool-call arguments compared as parsed JSON; client-only fields such as ``refusal`` dropped)."""
-    out = {"role": message.get("role"), "content": message.get("content") or ""}
+    the same; content parts as :func:`content_text`; tool-call arguments compared as parsed JSON; client-only
+    fields such as ``refusal`` dropped)."""
+    out = {"role": message.get("role"), "content": content_text(message.get("content"))}
     if message.get("tool_calls"):
         out["tool_calls"] = [_norm_call(c) for c in message["tool_calls"]]
     for key in ("tool_call_id", "name"):
@@ -130,6 +155,26 @@ class Session:
     def to_json(self) -> dict:
         return {"id": self.id, "ended": self.ended, "metrics": self.metrics,
                 "transitions": [t.to_json() for t in self.transitions]}
+
+
+def stream_events(response: dict[str, Any], usage: bool) -> list[dict[str, Any]]:
+    """A finished chat.completion as the OpenAI stream's chunks (``stream: true``): per choice one delta with the
+    whole message (its tool calls indexed) and one with the finish reason, then the usage chunk when asked
+    (``stream_options.include_usage``). The call is generated and recorded whole before the first byte is sent."""
+    head = {k: response[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+    events = []
+    for choice in response["choices"]:
+        message = choice["message"]
+        delta: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
+        if message.get("tool_calls"):
+            delta["tool_calls"] = [{"index": k, **call} for k, call in enumerate(message["tool_calls"])]
+        events.append({**head, "choices": [{"index": choice["index"], "delta": delta,
+                                            "logprobs": choice.get("logprobs"), "finish_reason": None}]})
+        events.append({**head, "choices": [{"index": choice["index"], "delta": {},
+                                            "finish_reason": choice["finish_reason"]}]})
+    if usage:
+        events.append({**head, "choices": [], "usage": response["usage"]})
+    return events
 
 
 class Gateway:
@@ -334,8 +379,9 @@ class Gateway:
         if not isinstance(messages, list) or not messages or not all(
                 isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages):
             raise GatewayError(400, "bad_request", "'messages' must be a non-empty list of {role, content} objects")
-        if body.get("stream"):
-            raise GatewayError(400, "bad_request", "stream is not supported by the recording gateway")
+        # content parts (text, images) reach the chat template as text: a template concatenates strings
+        messages = [{**m, "content": content_text(m["content"])} if isinstance(m.get("content"), list) else m
+                    for m in messages]
         tools = body.get("tools") or []
         if not isinstance(tools, list):
             raise GatewayError(400, "bad_request", "'tools' must be a list of OpenAI function tools")
@@ -468,7 +514,14 @@ class Gateway:
 
         async def chat(sid: str | None, body: dict[str, Any]):
             gw.counters["requests"] += 1
-            return await gw.complete(sid, body)
+            response = await gw.complete(sid, body)
+            if not body.get("stream"):
+                return response
+            from fastapi.responses import StreamingResponse
+
+            usage = isinstance(body.get("stream_options"), dict) and body["stream_options"].get("include_usage")
+            events = [f"data: {json.dumps(e)}\n\n" for e in stream_events(response, bool(usage))]
+            return StreamingResponse(iter(events + ["data: [DONE]\n\n"]), media_type="text/event-stream")
 
         @app.get("/health")
         async def health():
