@@ -44,7 +44,7 @@ def test_the_shipped_rows_load_as_instances_of_an_installed_taskset():
 ])
 def test_bad_data_is_named(spec, match):
     if spec.name == "reverse-text":
-        pytest.importorskip("reverse_text")
+        pytest.importorskip("reverse_text", reason="pip install ./environments/reverse_text (verifiers repository)")
     with pytest.raises(ValueError, match=match):
         verifiers_task.select(spec)
 
