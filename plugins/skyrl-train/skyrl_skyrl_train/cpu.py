@@ -18,6 +18,7 @@ on the gloo backend. Three things bridge it to a CPU, each from outside SkyRL-tr
      ``torch.cuda.current_device()`` (``AssertionError: Torch not compiled with CUDA enabled``) -> ``cpu``.
    - ``fsdp_strategy.py:132,146,452``: ``torch.cuda.synchronize()`` (same assertion) -> no-op.
    - ``worker.py:427``: ``rank % torch.cuda.device_count()`` (0 on a CPU: ZeroDivisionError) -> 1.
+   - ``distributed/fsdp_utils.py:125``: ``buf.detach().cuda()`` (same assertion) -> the tensor itself.
 
    - ``workers/model_wrapper.py:13``: ``from flash_attn.bert_padding import pad_input, unpad_input`` (a CUDA
      build) -> a stand-in module whose two functions raise; they serve only sample packing, which is off here.
@@ -25,8 +26,8 @@ on the gloo backend. Three things bridge it to a CPU, each from outside SkyRL-tr
    ``torch.cuda.is_available()`` stays False, so every upstream branch that asks it keeps its CPU answer;
    ``torch.autocast(device_type="cuda")`` disables itself on a CPU torch (fp32: ``trainer.bf16=false``).
 
-2. Ray is started with declared (logical) GPU resources, ``num_gpus`` = the policy's ranks
-   (:func:`init_ray`): SkyRL-train places each worker actor with ``num_gpus`` (``workers/worker.py:842-843``).
+2. Ray is started with declared (logical) GPU resources, ``num_gpus`` = 3 x the policy's ranks (policy,
+   reference, critic) (:func:`init_ray`): SkyRL-train places each worker actor with ``num_gpus`` (``workers/worker.py:842-843``).
    The actors run on the CPU; no device is touched.
 
 3. Weight sync. SkyRL-train pushes weights to its vLLM servers (``weight_sync/weight_senders.py:196`` imports
@@ -82,6 +83,7 @@ def install_cuda_to_cpu_shim() -> bool:
     torch.cuda.set_device = lambda device: None
     torch.cuda.synchronize = lambda device=None: None
     torch.cuda.device_count = lambda: 1
+    torch.Tensor.cuda = lambda self, *args, **kwargs: self
     setattr(torch.cuda, _PATCHED, True)
     return True
 
@@ -133,11 +135,13 @@ def _stub_flash_attn_padding() -> None:
 
 def cpu_overrides(n_ranks: int = 1) -> dict[str, Any]:
     """SkyRL-train keys the CPU route sets: no flash-attn, fp32, no sample packing (flash-attn's varlen path),
-    no colocation (there is no GPU memory to share), ``n_ranks`` policy (and reference) ranks on one node."""
+    the prompt loader in the trainer's process (no 8 worker processes on a small machine), no colocation (there is no GPU memory to share), ``n_ranks`` policy (and reference) ranks on one node."""
     return {
         "trainer.flash_attn": False,
         "trainer.bf16": False,
         "trainer.use_sample_packing": False,
+        "data.dataloader.num_workers": 0,
+        "generator.inference_engine.enable_ray_prometheus_stats": False,  # scrapes vLLM servers' /metrics
         "trainer.placement.colocate_all": False,
         "trainer.placement.colocate_policy_ref": False,
         "trainer.placement.policy_num_gpus_per_node": n_ranks,
@@ -164,7 +168,8 @@ def init_ray(cfg: Any, *, n_ranks: int = 1, num_cpus: int | None = None) -> None
             env_vars[key] = os.environ[key]
     env_vars.setdefault("OMP_NUM_THREADS", "1")
     env_vars["SKYRL_DUMP_INFRA_LOG_TO_STDOUT"] = "1"
-    ray.init(num_cpus=num_cpus or max(4, 2 * n_ranks + 2), num_gpus=n_ranks, include_dashboard=False,
+    # without colocation each policy, reference and critic rank is placed with a whole (declared) GPU
+    ray.init(num_cpus=num_cpus or 3 * n_ranks + 2, num_gpus=3 * n_ranks, include_dashboard=False,
              runtime_env={"env_vars": env_vars, "worker_process_setup_hook": SHIM_HOOK}, log_to_driver=True)
     sync_registries()
 

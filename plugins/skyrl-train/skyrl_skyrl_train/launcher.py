@@ -305,6 +305,30 @@ def experiment_class() -> type:
             self.generators: list[Any] = []
             super().__init__(cfg)
 
+        def _prompts(self, files: list[str]) -> Any:
+            # SkyRL-train's PromptDataset, filtered in this process: BasePPOExp asks for 8 worker processes
+            # (spawned, each importing the trainer: a minute on a small CPU machine for a handful of prompts)
+            from skyrl.train.dataset import PromptDataset
+
+            return PromptDataset(datasets=files, tokenizer=self.tokenizer,
+                                 max_prompt_length=self.cfg.trainer.max_prompt_length, num_workers=1)
+
+        def get_train_dataset(self):
+            if self.device != "cpu":
+                return super().get_train_dataset()
+            dataset = self._prompts(self.cfg.data.train_data)
+            if len(dataset) < self.cfg.trainer.train_batch_size:
+                raise ConfigError(f"config key 'train.batch_size' ({self.cfg.trainer.train_batch_size}) exceeds the "
+                                  f"{len(dataset)} training prompts SkyRL-train kept")
+            return dataset
+
+        def get_eval_dataset(self):
+            if self.device != "cpu":
+                return super().get_eval_dataset()
+            if self.cfg.trainer.eval_interval > 0 and self.cfg.data.val_data:
+                return self._prompts(self.cfg.data.val_data)
+            return None
+
         def get_inference_client(self):
             if self.device != "cpu":
                 return super().get_inference_client()
@@ -356,9 +380,11 @@ def _checksum(module: Any) -> float:
 
 
 def _run_experiment(cfg: Any, skyrl_config: dict, device: str = "cuda") -> dict[str, Any]:
-    """Body of the Ray task: validate SkyRL-train's config as its own entrypoint does, then run. Returns a report:
-    ``steps`` (SkyRL-train's last global step); on the CPU route also ``weight_syncs`` and ``checksum_before`` /
-    ``checksum_after`` (the rollout engine's weights: SkyRL-train's initial and last policy export)."""
+    """Body of the Ray task: validate SkyRL-train's config as its own entrypoint does, then run; close every
+    rollout session the run opened. Returns a report: ``steps`` (SkyRL-train's last global step), ``sessions`` /
+    ``sessions_closed``, ``rollouts`` (per generate call: ``rows``, ``groups``, ``runtime_starts``,
+    ``runtime_releases`` from skyrl's dispatcher); on the CPU route also ``weight_syncs`` and ``checksum_before``
+    / ``checksum_after`` (the rollout engine's weights: SkyRL-train's initial and last policy export)."""
     utils = compat.module("utils.utils")
     utils.validate_cfg(cfg)
     exp = experiment_class()(cfg, skyrl_config, device)
@@ -391,6 +417,8 @@ def _run_experiment(cfg: Any, skyrl_config: dict, device: str = "cuda") -> dict[
 
         asyncio.run(close())
     report["sessions_closed"] = sum(1 for gen in exp.generators if gen.closed)
+    report["sessions"] = len(exp.generators)
+    report["rollouts"] = [r for gen in exp.generators for r in gen.rollouts]
     return report
 
 

@@ -33,6 +33,7 @@ _UPSTREAM_CALLS = textwrap.dedent("""
     attempt("set_device", lambda: torch.cuda.set_device(0))                     # distributed/fsdp_strategy.py:109
     attempt("synchronize", lambda: torch.cuda.synchronize())                    # distributed/fsdp_strategy.py:132
     attempt("device_count", lambda: 1 % torch.cuda.device_count())              # workers/worker.py:427
+    attempt("tensor_cuda", lambda: torch.ones(2).cuda().device)                 # distributed/fsdp_utils.py:125
     from torch.distributed.device_mesh import init_device_mesh
     attempt("mesh", lambda: init_device_mesh("cuda", mesh_shape=(1, 1), mesh_dim_names=("dp", "sp")).device_type)
     def wrapper():
@@ -60,7 +61,7 @@ def test_shim_turns_skyrl_trains_cuda_calls_into_cpu_calls():
     plain = _run("plain", 29611)
     # the old code: each of SkyRL-train's CUDA calls fails on a CPU torch
     for name in ("init_process_group", "current_device", "set_device", "synchronize", "device_count",
-                 "model_wrapper"):
+                 "tensor_cuda", "model_wrapper"):
         assert plain[name].startswith("fails"), (name, plain[name])
     shim = _run("shim", 29612)
     assert shim["installed"] == "True False"  # installs once, then is a no-op
@@ -68,6 +69,7 @@ def test_shim_turns_skyrl_trains_cuda_calls_into_cpu_calls():
     assert shim["current_device"] == "ok cpu"
     assert shim["set_device"] == "ok None" and shim["synchronize"] == "ok None"
     assert shim["device_count"] == "ok 0"  # 1 % 1
+    assert shim["tensor_cuda"] == "ok cpu"
     assert shim["mesh"] == "ok cpu"
     # model_wrapper imports; afterwards no flash_attn is visible (the stand-in lived only for that import)
     assert shim["model_wrapper"] == "ok None"
@@ -104,3 +106,24 @@ def test_cpu_route_errors_name_the_key(plugins):
         check_supported(load_config("skyrl-train:gsm8k-cpu", ["engine.type=vllm"]), device="cpu")
     with pytest.raises(ConfigError, match="backend.options.device"):
         device_of(load_config("skyrl-train:gsm8k-cpu", ["backend.options.device=tpu"]))
+
+
+@pytest.mark.slow
+def test_two_skyrl_train_steps_on_cpu(plugins, tmp_path):
+    """``skyrl train skyrl-train:gsm8k-cpu``'s launch: SkyRL-train's RayPPOTrainer.train runs two steps, the
+    policy's weights change (its export, loaded into the rollout engine), every rollout hands skyrl's dispatcher
+    the whole batch (all groups at once), every runtime started is released and the rollout session is closed."""
+    from skyrl_core.config import load_config
+    from skyrl_skyrl_train.launcher import launch
+
+    config = load_config("skyrl-train:gsm8k-cpu", [])
+    report = launch(config, output=tmp_path / "out")
+    assert report["steps"] == 2
+    assert report["weight_syncs"] == 3  # the initial sync, then one after each step
+    assert report["checksum_after"] != report["checksum_before"]
+    assert report["sessions"] == report["sessions_closed"] == 1
+    rows = config.train.batch_size * config.sampling.n_samples
+    assert [r["rows"] for r in report["rollouts"]] == [rows, rows]
+    assert [r["groups"] for r in report["rollouts"]] == [config.train.batch_size] * 2
+    for r in report["rollouts"]:
+        assert r["runtime_starts"] == r["runtime_releases"] == rows  # no runtime outlives its rollout
