@@ -21,13 +21,15 @@ on the gloo backend. Three things bridge it to a CPU, each from outside SkyRL-tr
    - ``distributed/fsdp_utils.py:125``: ``buf.detach().cuda()`` (same assertion) -> the tensor itself.
 
    - ``workers/model_wrapper.py:13``: ``from flash_attn.bert_padding import pad_input, unpad_input`` (a CUDA
-     build) -> a stand-in module whose two functions raise; they serve only sample packing, which is off here.
+     build) -> a stand-in module whose two functions raise; they serve only the removal of microbatch padding,
+     which is off here.
 
    ``torch.cuda.is_available()`` stays False, so every upstream branch that asks it keeps its CPU answer;
    ``torch.autocast(device_type="cuda")`` disables itself on a CPU torch (fp32: ``trainer.bf16=false``).
 
 2. Ray is started with declared (logical) GPU resources, ``num_gpus`` = 3 x the policy's ranks (policy,
-   reference, critic) (:func:`init_ray`): SkyRL-train places each worker actor with ``num_gpus`` (``workers/worker.py:842-843``).
+   reference, critic) (:func:`init_ray`): SkyRL-train places each worker actor with ``num_gpus``
+   (``workers/worker.py:842-843``).
    The actors run on the CPU; no device is touched.
 
 3. Weight sync. SkyRL-train pushes weights to its vLLM servers (``weight_sync/weight_senders.py:196`` imports
@@ -90,11 +92,12 @@ def install_cuda_to_cpu_shim() -> bool:
 
 def _stub_flash_attn_padding() -> None:
     """``workers/model_wrapper.py:13`` imports ``flash_attn.bert_padding`` (``pad_input``, ``unpad_input``) at
-    module level; flash-attn is a CUDA-only build. They serve only sample packing, which the CPU route turns off
-    (``trainer.use_sample_packing=false``). So, when flash-attn is absent, ``model_wrapper`` is imported once with
-    a module named ``flash_attn.bert_padding`` whose two functions raise (naming that key), and the stand-in is
-    removed from ``sys.modules`` right after: nothing else ever sees a ``flash_attn`` (transformers'
-    ``is_flash_attn_*_available`` checks are evaluated, and cached, before the import)."""
+    module level; flash-attn is a CUDA-only build. They serve only the removal of microbatch padding, which the
+    CPU route turns off (``trainer.remove_microbatch_padding=false``). So, when flash-attn is absent,
+    ``model_wrapper`` is imported once with a module named ``flash_attn.bert_padding`` whose two functions raise
+    (naming that key), and the stand-in is removed from ``sys.modules`` right after: nothing else ever sees a
+    ``flash_attn`` (transformers' ``is_flash_attn_*_available`` checks are evaluated, and cached, before the
+    import)."""
     import importlib
     import importlib.util
     import sys
@@ -118,8 +121,8 @@ def _stub_flash_attn_padding() -> None:
                     pass
 
     def unavailable(*args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("flash-attn is not installed (SkyRL-train's CPU route): sample packing needs it; keep "
-                           "trainer.use_sample_packing=false")
+        raise RuntimeError("flash-attn is not installed (SkyRL-train's CPU route): removing microbatch padding "
+                           "needs it; keep trainer.remove_microbatch_padding=false")
 
     pkg = types.ModuleType("flash_attn")
     pkg.__path__ = []
@@ -134,12 +137,13 @@ def _stub_flash_attn_padding() -> None:
 
 
 def cpu_overrides(n_ranks: int = 1) -> dict[str, Any]:
-    """SkyRL-train keys the CPU route sets: no flash-attn, fp32, no sample packing (flash-attn's varlen path),
-    the prompt loader in the trainer's process (no 8 worker processes on a small machine), no colocation (there is no GPU memory to share), ``n_ranks`` policy (and reference) ranks on one node."""
+    """SkyRL-train keys the CPU route sets: no flash-attn, fp32, no microbatch padding removal (flash-attn's unpadding),
+    the prompt loader in the trainer's process (no 8 worker processes on a small machine), no colocation (there
+    is no GPU memory to share), ``n_ranks`` policy (and reference) ranks on one node."""
     return {
         "trainer.flash_attn": False,
         "trainer.bf16": False,
-        "trainer.use_sample_packing": False,
+        "trainer.remove_microbatch_padding": False,
         "data.dataloader.num_workers": 0,
         "generator.inference_engine.enable_ray_prometheus_stats": False,  # scrapes vLLM servers' /metrics
         "trainer.placement.colocate_all": False,

@@ -87,7 +87,7 @@ KEY_MAP: tuple[KeyMapping, ...] = (
                "tensor_parallel_size", "default GPUs / TP engines, TP 1; engines x TP must equal the GPUs "
                "(colocated)"),
     KeyMapping("backend.options.strategy", "trainer.strategy", "fsdp (default) or megatron"),
-    KeyMapping("backend.options.device", "trainer.flash_attn, bf16, use_sample_packing, placement.*",
+    KeyMapping("backend.options.device", "trainer.flash_attn, bf16, remove_microbatch_padding, placement.*",
                "cuda (default with CUDA) or cpu (default without): the CPU route (skyrl_skyrl_train.cpu)"),
     KeyMapping("backend.options.skyrl_train_overrides", "any", "a dict of raw dotted SkyRL-train keys applied "
                "last"),

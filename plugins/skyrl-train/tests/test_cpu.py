@@ -81,7 +81,7 @@ def test_flash_attn_stand_in_raises_naming_the_key():
             "import skyrl.backends.skyrl_train.workers.model_wrapper as mw\n"
             "try:\n    mw.unpad_input(None, None)\nexcept RuntimeError as e:\n    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
-    assert "trainer.use_sample_packing=false" in out.stdout, out.stderr[-2000:]
+    assert "trainer.remove_microbatch_padding=false" in out.stdout, out.stderr[-2000:]
 
 
 def test_cpu_route_config(plugins):
@@ -92,7 +92,7 @@ def test_cpu_route_config(plugins):
     assert device_of(config) == "cpu"
     cfg = build_skyrl_train_config(config, device="cpu")
     t = cfg.trainer
-    assert (t.flash_attn, t.bf16, t.use_sample_packing, t.placement.colocate_all) == (False, False, False, False)
+    assert (t.flash_attn, t.bf16, t.remove_microbatch_padding, t.placement.colocate_all) == (False, False, False, False)
     assert t.placement.policy_num_gpus_per_node == 1 and t.algorithm.use_kl_loss
     assert cfg.generator.inference_engine.backend == "vllm"  # SkyRL-train's sampling format; hf serves it
 
