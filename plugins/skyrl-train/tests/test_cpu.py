@@ -127,3 +127,26 @@ def test_two_skyrl_train_steps_on_cpu(plugins, tmp_path):
     assert [r["groups"] for r in report["rollouts"]] == [config.train.batch_size] * 2
     for r in report["rollouts"]:
         assert r["runtime_starts"] == r["runtime_releases"] == rows  # no runtime outlives its rollout
+
+
+async def test_generator_close_closes_its_rollout_session(plugins):
+    """The launcher closes every generator it built (``_run_experiment``); a closed one refuses to roll out."""
+    from skyrl_core.config import load_config
+    from skyrl_core.default_plugins.engines.models import load_tokenizer
+    from skyrl_skyrl_train.generator import SkyrlAgentGenerator
+
+    config = load_config("skyrl-train:gsm8k-cpu", [])
+    gen = SkyrlAgentGenerator(config, object(), load_tokenizer(config.model))
+    closed = []
+    session_close = gen.session.close
+
+    async def close():
+        closed.append(True)
+        await session_close()
+
+    gen.session.close = close
+    await gen.close()
+    await gen.close()  # twice: closes once
+    assert gen.closed and closed == [True]
+    with pytest.raises(RuntimeError, match="after close"):
+        await gen.generate({"prompts": [[{"role": "user", "content": "1+1"}]]})
