@@ -384,7 +384,8 @@ def _run_experiment(cfg: Any, skyrl_config: dict, device: str = "cuda") -> dict[
     rollout session the run opened. Returns a report: ``steps`` (SkyRL-train's last global step), ``sessions`` /
     ``sessions_closed``, ``rollouts`` (per generate call: ``rows``, ``groups``, ``runtime_starts``,
     ``runtime_releases`` from skyrl's dispatcher); on the CPU route also ``weight_syncs`` and ``checksum_before``
-    / ``checksum_after`` (the rollout engine's weights: SkyRL-train's initial and last policy export)."""
+    / ``checksum_after`` (sums of the rollout engine's weights: the checkpoint as loaded, before SkyRL-train's
+    first sync; SkyRL-train's last policy export, after the run)."""
     utils = compat.module("utils.utils")
     utils.validate_cfg(cfg)
     exp = experiment_class()(cfg, skyrl_config, device)
