@@ -20,7 +20,10 @@ setup() {
   # SkyRL-train's light dependencies (its data path, trainer and config; no vllm, flash-attn or CUDA packages)
   python -m pip install -q -c "$constraints" numpy==2.4.6 loguru==0.7.3 omegaconf==2.3.1 jaxtyping==0.3.11 \
       hydra-core==1.3.8 ray==2.57.0 datasets==5.2.0 torchdata==0.11.0 fastapi==0.165.0 uvicorn==0.54.0 \
-      cloudpathlib==0.26.0 aiohttp==3.14.5 orjson==3.13.0 pybase64==1.5.1 'transformers>=5.6.1,<5.9'
+      cloudpathlib==0.26.0 aiohttp==3.14.5 orjson==3.13.0 pybase64==1.5.1 'transformers>=5.6.1,<5.9' \
+      peft==0.18.1 cloudpickle==3.1.2
+  # peft: imported by SkyRL-train's FSDP utilities (its pin); cloudpickle: its registries ship the policy losses to a
+  # Ray actor and fall back to plain pickle without it, which cannot pickle its decorated losses
   # both API generations; they declare Python >=3.12 and CUDA-only extras, so without their dependency metadata
   python -m pip install -q --no-deps --ignore-requires-python skyrl==0.4.0 skyrl-train==0.3.1 skyrl-gym==0.4.0
   # deep-research too: the deep-research recipe's test needs its tasks, tools and verifier

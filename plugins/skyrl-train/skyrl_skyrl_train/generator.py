@@ -66,6 +66,16 @@ class SkyrlAgentGenerator(compat.generator_interface()):
         self.session = RolloutSession(config, self.engine, registry)
         self._instances: dict[tuple[int, str], dict[str, Any]] = {}
         self.last_trajectories: list[Any] = []
+        # one entry per generate call: rows and groups handed to the dispatcher at once, runtimes started/released
+        self.rollouts: list[dict[str, int]] = []
+        self.closed = False
+
+    async def close(self) -> None:
+        """Close the rollout session (what its placements hold: Ray actors, pooled runtimes). The engine client
+        is SkyRL-train's and stays open. Safe to call twice; ``generate`` after it raises RuntimeError."""
+        if not self.closed:
+            self.closed = True
+            await self.session.close()
 
     # -- rows -> instances -------------------------------------------------------------------------------
     def _item(self, row: int, extras: dict | None) -> tuple[Any, Any]:
@@ -113,6 +123,8 @@ class SkyrlAgentGenerator(compat.generator_interface()):
         """Roll out every row of ``input_batch`` (a SkyRL-train ``GeneratorInput``) once; return a
         ``GeneratorOutput`` in row order (several contiguous rows per context-reset trajectory in step-wise
         mode). The trajectories stay in ``last_trajectories``."""
+        if self.closed:
+            raise RuntimeError("SkyrlAgentGenerator.generate after close(): its rollout session is closed")
         prompts = input_batch["prompts"]
         n = len(prompts)
         extras = input_batch.get("env_extras") or [None] * n
@@ -128,6 +140,9 @@ class SkyrlAgentGenerator(compat.generator_interface()):
             traj.group_id = str(tid.instance_id)
             traj.sample_index = int(tid.repetition_id)
         self.last_trajectories = trajectories
+        self.rollouts.append({"rows": n, "groups": len({str(t.instance_id) for t in tids}),
+                              "runtime_starts": int(dispatch.get("runtime_starts", 0)),
+                              "runtime_releases": int(dispatch.get("runtime_releases", 0))})
         output = self.to_generator_output(trajectories, tids)
         metrics = {f"skyrl/{k}": float(v) for k, v in trajectory_summary(trajectories).items()
                    if isinstance(v, (int, float)) and not isinstance(v, bool)}

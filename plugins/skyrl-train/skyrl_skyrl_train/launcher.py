@@ -38,8 +38,9 @@ INFERENCE_BACKENDS = ("vllm",)
 KEY_MAP: tuple[KeyMapping, ...] = (
     KeyMapping("model", "trainer.policy.model.path", "a local HF directory or hub name; the bundled name "
                "resolves to its cached safetensors directory"),
-    KeyMapping("engine.type", "generator.inference_engine.backend", "vllm (SkyRL-train's servers); hf/openai are "
-               "errors for a launch"),
+    KeyMapping("engine.type", "generator.inference_engine.backend", "vllm (SkyRL-train's servers) on CUDA; hf on "
+               "the CPU route (skyrl's in-process engine behind SkyRL-train's client; the key stays vllm, its "
+               "sampling format); others are errors for a launch"),
     KeyMapping("sampling.temperature", "generator.sampling_params.temperature", "same meaning"),
     KeyMapping("sampling.top_p", "generator.sampling_params.top_p", "same meaning"),
     KeyMapping("sampling.top_k", "generator.sampling_params.top_k", "same meaning (-1 = off)"),
@@ -86,6 +87,8 @@ KEY_MAP: tuple[KeyMapping, ...] = (
                "tensor_parallel_size", "default GPUs / TP engines, TP 1; engines x TP must equal the GPUs "
                "(colocated)"),
     KeyMapping("backend.options.strategy", "trainer.strategy", "fsdp (default) or megatron"),
+    KeyMapping("backend.options.device", "trainer.flash_attn, bf16, remove_microbatch_padding, placement.*",
+               "cuda (default with CUDA) or cpu (default without): the CPU route (skyrl_skyrl_train.cpu)"),
     KeyMapping("backend.options.skyrl_train_overrides", "any", "a dict of raw dotted SkyRL-train keys applied "
                "last"),
     KeyMapping("logging.wandb, logging.wandb_project", "trainer.logger, trainer.project_name",
@@ -104,13 +107,35 @@ FIXED = {
     "trainer.placement.colocate_all": True,
 }
 
-_OPTIONS = {"step_wise", "num_engines", "tensor_parallel_size", "strategy", "skyrl_train_overrides"}
+_OPTIONS = {"step_wise", "num_engines", "tensor_parallel_size", "strategy", "skyrl_train_overrides", "device"}
+DEVICES = ("cuda", "cpu")
 
 
-def check_supported(config: Any, *, launching: bool = True) -> None:
-    """Raise ConfigError naming the skyrl key for every setting SkyRL-train cannot honour."""
+def device_of(config: Any) -> str:
+    """``backend.options.device``, or ``cuda`` when torch sees CUDA and ``cpu`` otherwise. Raises ConfigError
+    for another value."""
+    device = config.backend.options.get("device")
+    if device is None:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device not in DEVICES:
+        raise ConfigError(f"config key 'backend.options.device' is {device!r}; valid: {', '.join(DEVICES)}")
+    return device
+
+
+def check_supported(config: Any, *, launching: bool = True, device: str = "cuda") -> None:
+    """Raise ConfigError naming the skyrl key for every setting SkyRL-train cannot honour (on ``device``)."""
     bc = config.backend
-    if launching and config.engine.type not in INFERENCE_BACKENDS:
+    if launching and device == "cpu":
+        if config.engine.type != "hf":
+            raise ConfigError(f"config key 'engine.type' is '{config.engine.type}', but SkyRL-train's CPU route "
+                              f"(backend.options.device: cpu) rolls out with skyrl's in-process hf engine: set "
+                              f"engine.type to hf")
+        if bc.options.get("strategy", "fsdp") != "fsdp":
+            raise ConfigError("config key 'backend.options.strategy' must be fsdp on the CPU route (megatron needs "
+                              "CUDA)")
+    elif launching and config.engine.type not in INFERENCE_BACKENDS:
         raise ConfigError(f"config key 'engine.type' is '{config.engine.type}', but SkyRL-train serves rollouts with "
                           f"its own inference servers: set engine.type to {' or '.join(INFERENCE_BACKENDS)} for a "
                           f"SkyRL-train launch")
@@ -137,9 +162,12 @@ def check_supported(config: Any, *, launching: bool = True) -> None:
 
 
 def skyrl_train_overrides(config: Any, *, train_data: str, val_data: str, n_gpus_per_node: int = 1,
-                          nnodes: int = 1, output_dir: str | None = None) -> dict[str, Any]:
-    """Dotted SkyRL-train keys -> values for ``SkyRLTrainConfig.from_cli_overrides`` (see :data:`KEY_MAP`)."""
-    check_supported(config)
+                          nnodes: int = 1, output_dir: str | None = None, device: str = "cuda") -> dict[str, Any]:
+    """Dotted SkyRL-train keys -> values for ``SkyRLTrainConfig.from_cli_overrides`` (see :data:`KEY_MAP`).
+    ``device`` ``cpu``: the CPU route's keys (:func:`skyrl_skyrl_train.cpu.cpu_overrides`, one rank)."""
+    check_supported(config, device=device)
+    if device == "cpu":
+        n_gpus_per_node, nnodes = 1, 1
     bc, s, t = config.backend, config.sampling, config.train
     ctx = config.agent.max_context_tokens
     gpus = n_gpus_per_node * nnodes
@@ -152,7 +180,7 @@ def skyrl_train_overrides(config: Any, *, train_data: str, val_data: str, n_gpus
     tr, alg, pol = "trainer.", "trainer.algorithm.", "trainer.policy."
     ov: dict[str, Any] = {
         f"{pol}model.path": model_path(config.model, "SkyRL-train", by_name=True),
-        "generator.inference_engine.backend": config.engine.type,
+        "generator.inference_engine.backend": "vllm" if device == "cpu" else config.engine.type,
         "generator.inference_engine.num_engines": engines,
         "generator.inference_engine.tensor_parallel_size": tp,
         "generator.sampling_params.temperature": s.temperature,
@@ -212,12 +240,17 @@ def skyrl_train_overrides(config: Any, *, train_data: str, val_data: str, n_gpus
         ov.update({f"{pol}model.lora.rank": bc.lora.r, f"{pol}model.lora.alpha": bc.lora.alpha,
                    f"{pol}model.lora.dropout": bc.lora.dropout,
                    f"{pol}model.lora.target_modules": ",".join(bc.lora.target_modules)})
+    if device == "cpu":
+        from .cpu import cpu_overrides
+
+        ov.update(cpu_overrides(1))
     ov.update(bc.options.get("skyrl_train_overrides", {}))
     return ov
 
 
 def build_skyrl_train_config(config: Any, *, train_data: str = "train.jsonl", val_data: str = "val.jsonl",
-                             n_gpus_per_node: int = 1, nnodes: int = 1, output_dir: str | None = None) -> Any:
+                             n_gpus_per_node: int = 1, nnodes: int = 1, output_dir: str | None = None,
+                             device: str = "cuda") -> Any:
     """SkyRL-train's ``SkyRLTrainConfig`` for ``config`` (``skyrl`` 0.4.0). Raises ConfigError naming the skyrl
     key for unsupported settings, or quoting SkyRL-train's rejection of a (raw) key; SkyrlError when only
     0.3.1 is installed."""
@@ -226,7 +259,8 @@ def build_skyrl_train_config(config: Any, *, train_data: str = "train.jsonl", va
         raise SkyrlError(f"the launcher needs skyrl 0.4.0 (skyrl.train); installed: skyrl-train {api.version}, "
                          f"whose generator works but whose Hydra config the launcher does not build")
     overrides = skyrl_train_overrides(config, train_data=train_data, val_data=val_data,
-                                      n_gpus_per_node=n_gpus_per_node, nnodes=nnodes, output_dir=output_dir)
+                                      n_gpus_per_node=n_gpus_per_node, nnodes=nnodes, output_dir=output_dir,
+                                      device=device)
     cfg_mod = compat.module("config", api)
     try:
         return cfg_mod.SkyRLTrainConfig.from_cli_overrides(overrides)
@@ -259,19 +293,72 @@ def experiment_class() -> type:
 
     class SkyrlPPOExp(base):
         """``BasePPOExp`` with :class:`~skyrl_skyrl_train.generator.SkyrlAgentGenerator`; ``skyrl_config`` is the
-        skyrl Config as a dict (it travels to the Ray task)."""
+        skyrl Config as a dict (it travels to the Ray task). ``device`` ``cpu``: the CPU route
+        (:mod:`skyrl_skyrl_train.cpu`): rollouts from skyrl's in-process hf engine behind SkyRL-train's client
+        interface, SkyRL-train's trainer with the weight sync of :func:`skyrl_skyrl_train.cpu.trainer_class`."""
 
-        def __init__(self, cfg: Any, skyrl_config: dict) -> None:
+        def __init__(self, cfg: Any, skyrl_config: dict, device: str = "cuda") -> None:
             from skyrl_core.config import config_from_dict
 
             self.skyrl_config = config_from_dict(skyrl_config)
+            self.device = device
+            self.generators: list[Any] = []
             super().__init__(cfg)
+
+        def _prompts(self, files: list[str]) -> Any:
+            # SkyRL-train's PromptDataset, filtered in this process: BasePPOExp asks for 8 worker processes
+            # (spawned, each importing the trainer: a minute on a small CPU machine for a handful of prompts)
+            from skyrl.train.dataset import PromptDataset
+
+            return PromptDataset(datasets=files, tokenizer=self.tokenizer,
+                                 max_prompt_length=self.cfg.trainer.max_prompt_length, num_workers=1)
+
+        def get_train_dataset(self):
+            if self.device != "cpu":
+                return super().get_train_dataset()
+            dataset = self._prompts(self.cfg.data.train_data)
+            if len(dataset) < self.cfg.trainer.train_batch_size:
+                raise ConfigError(f"config key 'train.batch_size' ({self.cfg.trainer.train_batch_size}) exceeds the "
+                                  f"{len(dataset)} training prompts SkyRL-train kept")
+            return dataset
+
+        def get_eval_dataset(self):
+            if self.device != "cpu":
+                return super().get_eval_dataset()
+            if self.cfg.trainer.eval_interval > 0 and self.cfg.data.val_data:
+                return self._prompts(self.cfg.data.val_data)
+            return None
+
+        def get_inference_client(self):
+            if self.device != "cpu":
+                return super().get_inference_client()
+            from skyrl_core.default_plugins.engines.hf import HFEngine
+
+            from .engine import EngineInferenceClient
+
+            ec = self.skyrl_config.engine
+            engine = HFEngine(self.cfg.trainer.policy.model.path, max_batch=int(getattr(ec, "max_batch", 16)),
+                              device="cpu", dtype="float32")
+            return EngineInferenceClient(engine)
+
+        def get_trainer(self, cfg, tracker, tokenizer, train_dataset, eval_dataset, inference_engine_client,
+                        generator, colocate_pg):
+            if self.device != "cpu":
+                return super().get_trainer(cfg, tracker, tokenizer, train_dataset, eval_dataset,
+                                           inference_engine_client, generator, colocate_pg)
+            from .cpu import trainer_class
+
+            return trainer_class()(cfg=cfg, tracker=tracker, tokenizer=tokenizer, train_dataset=train_dataset,
+                                   eval_dataset=eval_dataset, inference_engine_client=inference_engine_client,
+                                   generator=generator, colocate_pg=colocate_pg)
 
         def get_generator(self, cfg, tokenizer, inference_engine_client):
             from .generator import SkyrlAgentGenerator
 
-            return SkyrlAgentGenerator(self.skyrl_config, inference_engine_client, tokenizer,
-                                       step_wise=cfg.generator.step_wise_trajectories, model=_policy_name(cfg))
+            gen = SkyrlAgentGenerator(self.skyrl_config, inference_engine_client, tokenizer,
+                                      step_wise=cfg.generator.step_wise_trajectories, model=_policy_name(cfg))
+            self.generators.append(gen)
+            return gen
 
     return SkyrlPPOExp
 
@@ -284,45 +371,104 @@ def _policy_name(cfg: Any) -> str | None:
     return resolve_policy_model_name(cfg)
 
 
-def _run_experiment(cfg: Any, skyrl_config: dict) -> None:
-    """Body of the Ray task: validate SkyRL-train's config as its own entrypoint does, then run."""
+def _checksum(module: Any) -> float:
+    """Sum of every parameter's float64 values: a cheap fingerprint that changes when any weight moves."""
+    import torch
+
+    with torch.no_grad():
+        return float(sum(p.detach().double().sum().item() for p in module.parameters()))
+
+
+def _run_experiment(cfg: Any, skyrl_config: dict, device: str = "cuda") -> dict[str, Any]:
+    """Body of the Ray task: validate SkyRL-train's config as its own entrypoint does, then run; close every
+    rollout session the run opened. Returns a report: ``steps`` (SkyRL-train's last global step), ``sessions`` /
+    ``sessions_closed``, ``rollouts`` (per generate call: ``rows``, ``groups``, ``runtime_starts``,
+    ``runtime_releases`` from skyrl's dispatcher); on the CPU route also ``weight_syncs`` and ``checksum_before``
+    / ``checksum_after`` (sums of the rollout engine's weights: the checkpoint as loaded, before SkyRL-train's
+    first sync; SkyRL-train's last policy export, after the run)."""
     utils = compat.module("utils.utils")
     utils.validate_cfg(cfg)
-    experiment_class()(cfg, skyrl_config).run()
+    exp = experiment_class()(cfg, skyrl_config, device)
+    report: dict[str, Any] = {}
+    engine_holder: dict[str, Any] = {}
+    if device == "cpu":
+        setup = exp._setup_trainer
+
+        def traced_setup():
+            trainer = setup()
+            engine_holder["engine"] = trainer.inference_engine_client.engine
+            report["checksum_before"] = _checksum(engine_holder["engine"].model)
+            return trainer
+
+        exp._setup_trainer = traced_setup
+    try:
+        exp.run()
+        report["steps"] = exp.trainer.global_step
+        if device == "cpu":
+            report["checksum_after"] = _checksum(exp.trainer.inference_engine_client.engine.model)
+            report["weight_syncs"] = getattr(exp.trainer.dispatch, "weight_syncs", 0)
+    finally:
+        import asyncio
+
+        async def close() -> None:
+            for gen in exp.generators:  # every rollout session the run opened: placements, runtimes
+                await gen.close()
+            if device == "cpu" and engine_holder.get("engine") is not None:
+                await engine_holder["engine"].close()
+
+        asyncio.run(close())
+    report["sessions_closed"] = sum(1 for gen in exp.generators if gen.closed)
+    report["sessions"] = len(exp.generators)
+    report["rollouts"] = [r for gen in exp.generators for r in gen.rollouts]
+    return report
 
 
 def launch(config: Any, *, output: str | Path, resume: bool = False, n_gpus_per_node: int | None = None,
-           nnodes: int = 1) -> None:
+           nnodes: int = 1) -> dict[str, Any]:
     """Run SkyRL-train's trainer on ``config``, writing data, checkpoints and exports under ``output``.
-    ``resume`` continues from the latest checkpoint there (SkyRL-train's ``resume_mode=latest``). Raises
-    ConfigError for unsupported settings and SkyrlError when no CUDA GPU or no vLLM is present."""
+    ``resume`` continues from the latest checkpoint there (SkyRL-train's ``resume_mode=latest``). Without CUDA
+    (or with ``backend.options.device: cpu``) it runs the CPU route (:mod:`skyrl_skyrl_train.cpu`). Returns the
+    run's report (see :func:`_run_experiment`). Raises ConfigError for unsupported settings and SkyrlError when
+    the CUDA route lacks a GPU or vLLM."""
     import importlib.util
 
     import torch
 
-    check_supported(config)
-    if not torch.cuda.is_available():
-        raise SkyrlError("backend skyrl-train needs CUDA GPUs (SkyRL-train's FSDP/Megatron workers and vLLM "
-                         "servers); on this machine use backend=local, or `skyrl skyrl-train config CONFIG` to see "
-                         "the SkyRL-train config it would run")
-    if importlib.util.find_spec("vllm") is None:
-        raise SkyrlError("backend skyrl-train needs the python package 'vllm' (SkyRL-train's inference servers)")
+    device = device_of(config)
+    check_supported(config, device=device)
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise SkyrlError("backend.options.device is cuda, but torch sees no CUDA GPU; leave it unset (or cpu) "
+                             "for SkyRL-train's CPU route, or `skyrl skyrl-train config CONFIG` to see the config")
+        if importlib.util.find_spec("vllm") is None:
+            raise SkyrlError("backend skyrl-train needs the python package 'vllm' (SkyRL-train's inference servers)")
     import ray
 
     out = Path(output)
     data = out / "skyrl_train_data"
     write_dataset(config, "train", data / "train.jsonl")
     write_dataset(config, "eval", data / "val.jsonl")
-    gpus = n_gpus_per_node or torch.cuda.device_count()
+    gpus = 1 if device == "cpu" else (n_gpus_per_node or torch.cuda.device_count())
     cfg = build_skyrl_train_config(config, train_data=str(data / "train.jsonl"), val_data=str(data / "val.jsonl"),
-                                   n_gpus_per_node=gpus, nnodes=nnodes, output_dir=str(out))
+                                   n_gpus_per_node=gpus, nnodes=nnodes, output_dir=str(out), device=device)
     cfg.trainer.resume_mode = "latest" if resume else "none"
-    ray_utils = compat.module("utils.utils")
+    started = False
     if not ray.is_initialized():
-        ray_utils.initialize_ray(cfg)
-    task = ray.remote(num_cpus=1)(_run_experiment)
-    ray.get(task.remote(cfg, config.to_dict()))
+        if device == "cpu":
+            from .cpu import init_ray
 
+            init_ray(cfg)
+        else:
+            compat.module("utils.utils").initialize_ray(cfg)
+        started = True
+    try:
+        task = ray.remote(num_cpus=1)(_run_experiment)
+        report = ray.get(task.remote(cfg, config.to_dict(), device))
+    finally:
+        if started:
+            ray.shutdown()
+    log.info("SkyRL-train run: %s", report)
+    return report
 
 
 skyrl_train_app = typer.Typer(help="Train with SkyRL-train: print the SkyRL-train config built from a skyrl "
