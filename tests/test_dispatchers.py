@@ -526,8 +526,11 @@ CTRL_C_SCRIPT = textwrap.dedent("""
 def test_ctrl_c_closes_every_runtime(variant, tmp_path):
     script = tmp_path / "ctrl_c.py"
     script.write_text(CTRL_C_SCRIPT)
+    # SIGINT back to its default in the child: a shell without job control (CI started in the background) starts
+    # jobs with it ignored, and an ignored signal stays ignored across exec
     proc = subprocess.Popen([sys.executable, str(script), variant], stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert proc.stdout.readline().strip() == "ready"
         proc.send_signal(signal.SIGINT)

@@ -161,10 +161,17 @@ train: {{steps: 4, batch_size: 2, eval_every: 0, eval_at_start: false, checkpoin
     return config
 
 
+def interruptible() -> None:
+    """In the child before exec: Ctrl-C back to its default. A shell without job control starts background jobs
+    with SIGINT ignored, and an ignored signal stays ignored across exec (Python then installs no handler)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def skyrl(*args, **kw):
     env = {**os.environ, "SKYRL_LOAD_PLUGINS": ""}
     return subprocess.Popen([sys.executable, "-m", "skyrl_core.cli", *map(str, args)], env=env, cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=interruptible, **kw)
 
 
 def train_records(out: Path) -> list[dict]:
