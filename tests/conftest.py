@@ -31,21 +31,12 @@ def plugins():
 
 @contextlib.contextmanager
 def _cpu_engine(**kwargs):
-    """An HFEngine on the CPU with one intra-op thread while it lives: on a shared CI host torch's default
-    threads spin and crawl (docs/engines.md); the previous setting is restored afterwards."""
-    import asyncio
+    """An HFEngine on the CPU with one intra-op thread while it lives (skipped without torch)."""
+    pytest.importorskip("torch")
+    from skyrl_core.default_plugins.engines.tiny_model import cpu_engine
 
-    torch = pytest.importorskip("torch")
-    from skyrl_core.default_plugins.engines.hf import HFEngine
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    eng = HFEngine(device="cpu", **kwargs)
-    try:
+    with cpu_engine(**kwargs) as eng:
         yield eng
-    finally:
-        asyncio.run(eng.close())
-        torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
@@ -66,17 +57,8 @@ def tiny_hf_engine(tiny_chat_model_dir):
 def tiny_chat_model_dir(tmp_path_factory) -> str:
     """A randomly initialised 1-layer Llama (hidden 16) with SmolLM2's tokenizer and chat template, saved once
     per session: the real rollout and training paths in seconds, with nothing learned."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    from skyrl_core.default_plugins.engines.models import load_tokenizer
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from skyrl_core.default_plugins.engines.tiny_model import save_tiny_chat_model
 
-    root = tmp_path_factory.mktemp("tiny-chat-model")
-    tok = load_tokenizer("smollm2-135m-instruct")
-    torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                                   num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=2048,
-                                   tie_word_embeddings=True, bos_token_id=tok.bos_token_id,
-                                   eos_token_id=tok.eos_token_id)
-    transformers.LlamaForCausalLM(cfg).save_pretrained(root)
-    tok.save_pretrained(root)
-    return str(root)
+    return save_tiny_chat_model(tmp_path_factory.mktemp("tiny-chat-model"))
