@@ -103,7 +103,7 @@ def register_commands(register):
         """Serve the hf engine as an OpenAI-compatible HTTP server (/v1/models, /v1/completions,
         /v1/chat/completions, POST /v1/load_weights); with --record, the recording gateway."""
         if record:
-            from .gateway import run_gateway
+            from .gateway_server import run_gateway
 
             run_gateway(model=model, host=host, port=port, max_batch=max_batch, device=device, dtype=dtype,
                         served_name=served_name, token=token, parser=parser, require_open=require_open,
