@@ -85,17 +85,15 @@ def instance_content(instance: Instance, fields: Sequence[str] = ()) -> str:
     """The normalised content of an instance, which decides whether two instances pose the same problem.
 
     ``fields`` is the task's ``content_fields`` (the ``Task`` contract): the first of them that holds a string in
-    ``instance.data`` is the content; with none given (or none present) it is every string field of ``data`` in
-    key order (and with none of those, the whole of ``data`` as sorted JSON). The text is Unicode NFKC-normalised,
+    ``instance.data`` is the content; with none given (or none present) it is the whole of ``data`` as sorted JSON. The text is Unicode NFKC-normalised,
     case-folded, with all whitespace removed and trailing full stops dropped: so ``"Calculate 48 / 2."`` and
     ``"calculate 48/2"`` are one problem. Ids are not compared (a problem repeated under another id is still a
     leak).
     """
     data = instance.data
     text = next((data[f] for f in fields if isinstance(data.get(f), str)), None)
-    if text is None:
-        texts = [data[k] for k in sorted(data) if isinstance(data[k], str)]
-        text = "\0".join(texts) if texts else json.dumps(data, sort_keys=True, default=str)
+    if text is None:  # the whole instance: numbers such as a generator's seed tell problems apart too
+        text = json.dumps(data, sort_keys=True, default=str)
     return _SPACE.sub("", unicodedata.normalize("NFKC", text).casefold()).rstrip(".")
 
 

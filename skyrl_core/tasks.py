@@ -80,7 +80,7 @@ class Task:
     registered components; ``tools`` names registered tools. A config may override each of these per task.
     ``content_fields`` names the ``Instance.data`` fields that hold what the model is asked, in the order tried
     (e.g. ``("question",)``): the eval/train overlap check compares them (:func:`skyrl_core.rollout.instance_content`);
-    empty (the default) compares every text field of the instance.
+    empty (the default) compares the whole of ``Instance.data``.
 
     ``harness`` (optional, default None: skyrl's agent loop) names an external agent for the run stage
     (docs/gateway.md, "External harnesses"): a command (a string for ``sh -c`` or an argv list, run in the task's

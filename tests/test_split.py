@@ -35,8 +35,11 @@ def test_content_ignores_case_spacing_and_the_final_stop_but_not_numbers():
     assert instance_content(c, Q) != instance_content(a, Q)
     swe = Instance(id="x", data={"problem_statement": "Fix  the\nbug", "repo": "r"})
     assert instance_content(swe, ("problem_statement",)) == "fixthebug"
-    # no content_fields declared: every text field, in key order (no field name is hard-coded in the core)
-    assert instance_content(swe) == "fixthebug\0r"
+    # no content_fields declared: the whole instance (no field name is hard-coded in the core; a generator's
+    # seed tells two of its problems apart, as osworld's miniwob rows need)
+    assert instance_content(swe) == '{"problem_statement":"fixthe\\nbug","repo":"r"}'
+    seeded = [Instance(id=str(k), data={"task": "click-button", "seed": k}) for k in (0, 1)]
+    assert instance_content(seeded[0]) != instance_content(seeded[1])
     plain = Instance(id="y", data={"b": 1, "a": [2]})
     assert instance_content(plain) == '{"a":[2],"b":1}'
 
