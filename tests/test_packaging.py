@@ -167,3 +167,66 @@ def test_tinkers_documented_install_pins_the_sdk_its_local_server_speaks():
     install = (ROOT / "plugins/tinker/README.md").read_text().split("## Install", 1)[1].split("\n## ", 1)[0]
     assert "pip install -e 'plugins/tinker[local]'" in install
     assert "plugins/tinker[local,test]" in (ROOT / "plugins/tinker/ci.sh").read_text()
+
+
+def _wheel_plan(root: Path = ROOT) -> list[list[str]]:
+    proc = subprocess.run(["bash", str(root / "scripts/wheel-check"), "--plan"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return [line.split("\t") for line in proc.stdout.splitlines()]
+
+
+def test_the_wheel_check_runs_every_shipped_example_or_says_why_not():
+    """scripts/wheel-check covers every plugin, ci.sh ones included, and runs each example a plugin ships
+    (`skyrl eval PLUGIN:EXAMPLE`, shrunk to one instance, one sample, one short turn) unless
+    .ci/wheel-examples.txt says why it cannot run on a CPU machine (it used to list and load them only)."""
+    plan = _wheel_plan()
+    shipped = {}
+    for plugin in PLUGINS:
+        dist = tomllib.loads((plugin / "pyproject.toml").read_text())["project"]["name"]
+        for example in plugin.glob("skyrl_*/examples/*.yaml"):
+            shipped[f"{dist.removeprefix('skyrl-')}:{example.stem}"] = plugin.name
+    examples = {ref: (plugin, kind, text) for plugin, ref, kind, text in plan if ref != "-"}
+    assert set(examples) == set(shipped), set(examples) ^ set(shipped)
+    assert {plugin for plugin, *_ in examples.values()} == {p.name for p in PLUGINS if any(p.glob("skyrl_*/examples/*"))}
+    assert {"verl", "tinker", "skyrl-train", "osworld"} <= {row[0] for row in plan}
+    for ref, (plugin, kind, text) in examples.items():
+        assert plugin == shipped[ref]
+        assert kind in ("run", "skip"), (ref, kind)
+        if kind == "run":
+            words = text.split()
+            assert {"sampling.n_samples=1", "agent.max_turns=1", "sampling.max_tokens=16"} <= set(words), ref
+            assert {"data.limit=1", "eval_data.limit=1"} & set(words), ref
+        else:
+            assert len(text) > 20, f"{ref}: a skip names its reason"
+    runs = [ref for ref, (_, kind, _) in examples.items() if kind == "run"]
+    assert len(runs) >= len(examples) - 3, f"only {runs} run"
+    # the eval split where the example has one: data.limit would not shrink an eval of it (#37 item 3)
+    assert "eval_data.limit=1" in examples["deep-research:hotpotqa"][2].split()
+    assert "data.limit=1" in examples["gymenvs:gsm8k"][2].split()
+
+
+def test_the_wheel_checks_list_names_only_shipped_examples(tmp_path):
+    """A line of .ci/wheel-examples.txt for an example no plugin ships (renamed, deleted) stops the check, naming
+    it, rather than leaving a skip nobody can find."""
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / ".ci").mkdir()
+    (tmp_path / "scripts/wheel-check").write_text((ROOT / "scripts/wheel-check").read_text())
+    (tmp_path / "plugins").symlink_to(ROOT / "plugins")
+    listing = (ROOT / ".ci/wheel-examples.txt").read_text()
+    (tmp_path / ".ci/wheel-examples.txt").write_text(listing + "swe:gone | skip: renamed long ago, still listed\n")
+    proc = subprocess.run(["bash", str(tmp_path / "scripts/wheel-check"), "--plan"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode != 0 and "swe:gone" in proc.stderr, proc.stderr
+    (tmp_path / ".ci/wheel-examples.txt").write_text(listing + "swe:eval | maybe: later\n")
+    proc = subprocess.run(["bash", str(tmp_path / "scripts/wheel-check"), "--plan"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode != 0 and "wheel-examples.txt:" in proc.stderr and "swe:eval | maybe" in proc.stderr
+
+
+def test_ci_runs_the_wheel_check_on_every_plugin():
+    """.ci/run passes no plugin subset: the plugins with their own ci.sh are installed from their wheels too."""
+    calls = [line.split() for line in (ROOT / ".ci/run").read_text().splitlines()
+             if "scripts/wheel-check" in line and not line.lstrip().startswith("#")]
+    steps = [words for words in calls if words[:2] == ["bg_step", "wheel-check"]]
+    assert steps == [["bg_step", "wheel-check", "bash", "scripts/wheel-check"]], calls
