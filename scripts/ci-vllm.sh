@@ -7,4 +7,4 @@ cd "$(dirname "$0")/.."
 export PIP_DISABLE_PIP_VERSION_CHECK=1 TOKENIZERS_PARALLELISM=false
 py=$(bash scripts/vllm-env | tail -n 1)
 # pytest exit code 5 (no tests collected, e.g. vllm not importable) is a failure here
-"$py" -m pytest tests/vllm_engine -q -ra -p no:cacheprovider --timeout 900 "$@"
+"$py" -m pytest -p skyrl_core.testing tests/vllm_engine -q -ra -p no:cacheprovider --timeout 900 "$@"

@@ -82,6 +82,33 @@ def test_ci_runs_every_suite_with_the_plugin_and_the_variable():
     assert script.count("-p skyrl_core.testing") >= 2
 
 
+def test_the_own_environment_suites_fail_an_unallowed_skip_too():
+    """The suites in their own venvs (each plugin's ci.sh, the vllm engine's) run pytest with the plugin as well:
+    without it a GPU-only test skipped there unnoticed while the shared-venv suites failed every skip."""
+    scripts = sorted(REPO.glob("plugins/*/ci.sh")) + [REPO / "scripts" / "ci-vllm.sh"]
+    assert len(scripts) >= 5
+    for script in scripts:
+        lines = [line for line in script.read_text().splitlines()
+                 if "-m pytest" in line and not line.lstrip().startswith("#")]
+        assert lines, f"{script.relative_to(REPO)} runs no pytest"
+        for line in lines:
+            assert "-p skyrl_core.testing" in line, f"{script.relative_to(REPO)}: {line.strip()}"
+
+
+def test_no_test_needs_a_gpu_ci_never_has():
+    """A test that needs CUDA could only ever skip in CI (#31 item 7): GPU checks are device scripts
+    (plugins/*/device/), not tests."""
+    offenders = []
+    for path in sorted(REPO.glob("**/tests/**/test_*.py")):
+        if path == Path(__file__) or any(part.startswith(".") or part in ("site", "build")
+                                         for part in path.relative_to(REPO).parts):
+            continue
+        text = path.read_text(errors="replace")
+        if "mark.gpu" in text or "no CUDA GPU" in text:
+            offenders.append(str(path.relative_to(REPO)))
+    assert not offenders, offenders
+
+
 def test_require_sandbox_fails_when_ci_requires_the_sandbox(monkeypatch):
     from skyrl_core.default_plugins.runtimes import sandbox
 

@@ -55,7 +55,7 @@ setup() {
 cd plugins/osworld
 rc=0
 # SKYRL_REQUIRE_CHROMIUM=1: a missing browser or Xvfb fails the run instead of skipping the tests
-SKYRL_REQUIRE_CHROMIUM=1 python -m pytest tests -q -ra --timeout 900 || rc=$?
+SKYRL_REQUIRE_CHROMIUM=1 python -m pytest -p skyrl_core.testing tests -q -ra --timeout 900 || rc=$?
 if [ "$rc" = 5 ]; then echo "no tests collected in plugins/osworld/tests"; exit 1; fi
 echo "osworld plugin CI: $(( $(date +%s) - start ))s"
 exit "$rc"

@@ -38,6 +38,6 @@ setup() {
 . .venv-skyrl-train/bin/activate
 cd plugins/skyrl-train
 rc=0
-python -m pytest tests -q -ra --timeout 2400 --durations=10 || rc=$?
+python -m pytest -p skyrl_core.testing tests -q -ra --timeout 2400 --durations=10 || rc=$?
 if [ "$rc" = 5 ]; then echo "no tests collected in plugins/skyrl-train/tests"; exit 1; fi
 exit "$rc"

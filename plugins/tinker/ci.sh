@@ -35,6 +35,6 @@ setup() {
 export SKYRL_TINKER_SERVER_VENV="$PWD/.venv-tinker-server"
 cd plugins/tinker
 rc=0
-"../../$py" -m pytest tests -q -ra --timeout 900 || rc=$?
+"../../$py" -m pytest -p skyrl_core.testing tests -q -ra --timeout 900 || rc=$?
 if [ "$rc" = 5 ]; then echo "no tests collected in plugins/tinker/tests"; exit 1; fi
 exit "$rc"

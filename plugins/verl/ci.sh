@@ -29,6 +29,6 @@ setup() {
 . .venv-verl/bin/activate
 cd plugins/verl
 rc=0
-python -m pytest tests -q -ra --timeout 900 || rc=$?
+python -m pytest -p skyrl_core.testing tests -q -ra --timeout 900 || rc=$?
 if [ "$rc" = 5 ]; then echo "no tests collected in plugins/verl/tests"; exit 1; fi
 exit "$rc"

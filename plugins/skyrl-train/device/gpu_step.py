@@ -1,12 +1,19 @@
 """One SkyRL-train training step through ``skyrl train CONFIG backend=skyrl-train``: SkyRL-train's Ray trainer,
-FSDP workers and vLLM servers with skyrl's agent as the generator. Needs a CUDA GPU, vllm and flash-attn; skips
-with the reason elsewhere."""
+FSDP workers and vLLM servers with skyrl's agent as the generator. Needs a CUDA GPU, vllm and flash-attn; exits 2
+with the reason elsewhere.
+
+A device check, not a test: CI has no GPU, so a pytest test of it could only ever skip (#31 item 7). Run it on
+a CUDA machine whose venv has this plugin's pinned upstreams and the GPU packages named below:
+``python plugins/skyrl-train/device/gpu_step.py [OUTPUT_DIR]``. Exit 0: one step trained and checkpointed; exit 2:
+this machine cannot run it (the reason is printed); anything else: the step failed. It has never run (no
+machine with those packages was available: plugins/skyrl-train/README.md, "What never ran here")."""
 
 from __future__ import annotations
 
 import importlib.util
-
-import pytest
+import sys
+import tempfile
+from pathlib import Path
 
 
 def _why_not() -> str | None:
@@ -20,12 +27,8 @@ def _why_not() -> str | None:
     return None
 
 
-@pytest.mark.slow
-@pytest.mark.gpu
-def test_one_skyrl_train_step_on_gpu(tmp_path):
-    reason = _why_not()
-    if reason:
-        pytest.skip(reason)
+def one_step(tmp_path: Path) -> None:
+    """Train one step into ``tmp_path``; AssertionError when no step-1 checkpoint is written."""
     from skyrl_core.config import config_from_dict
     from skyrl_skyrl_train.launcher import launch
 
@@ -43,3 +46,13 @@ def test_one_skyrl_train_step_on_gpu(tmp_path):
     launch(config, output=tmp_path, n_gpus_per_node=1)
     steps = sorted((tmp_path / "checkpoints").glob("global_step_*"))
     assert steps and steps[-1].name == "global_step_1", list((tmp_path / "checkpoints").iterdir())
+
+
+if __name__ == "__main__":
+    reason = _why_not()
+    if reason:
+        print(f"cannot run here: {reason}", file=sys.stderr)
+        sys.exit(2)
+    out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp(prefix="gpu-step-"))
+    one_step(out)
+    print(f"one step trained and checkpointed: {out}")
