@@ -61,6 +61,9 @@ def _ray():
     return ray
 
 
+_LOCAL_START_ATTEMPTS = 3  # tries of a local cluster's start (Ray's own bound: 30 s each)
+
+
 def ensure_ray(ray_config: Any = None) -> Any:
     """Connect to (or start) the Ray cluster once per process and return the ``ray`` module.
 
@@ -83,11 +86,26 @@ def ensure_ray(ray_config: Any = None) -> Any:
             kwargs["namespace"] = ray_config.namespace
         if getattr(ray_config, "runtime_env", None):
             kwargs["runtime_env"] = dict(ray_config.runtime_env)
-        try:
-            ray.init(**kwargs)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise SkyrlError(f"cannot connect to the Ray cluster at plugins.ray.address {address!r}: {exc}; start "
-                             f"one (ray start --head) or leave plugins.ray.address out for a local cluster") from None
+        for attempt in range(1, _LOCAL_START_ATTEMPTS + 1):
+            try:
+                ray.init(**kwargs)
+                break
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                raise SkyrlError(f"cannot connect to the Ray cluster at plugins.ray.address {address!r}: {exc}; "
+                                 f"start one (ray start --head) or leave plugins.ray.address out for a local "
+                                 f"cluster") from None
+            except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception for a slow local start
+                # Ray gives a new local node a fixed 30 s to register (ray/_private/node.py: raylet_start_wait_time_s,
+                # not configurable); a busy host can take longer though nothing is wrong. Start again, a few times.
+                if "timed out during startup" not in str(exc) or address not in (None, "local"):
+                    raise
+                ray.shutdown()
+                if attempt == _LOCAL_START_ATTEMPTS:
+                    raise SkyrlError(f"the local Ray cluster did not start in {attempt} tries of Ray's fixed 30 s "
+                                     f"each ({exc}); the host is too busy, or set plugins.ray.address to a running "
+                                     f"cluster") from None
+                log.warning("ray: the local cluster did not register in Ray's 30 s (a busy host?): starting it "
+                            "again (%d of %d)", attempt + 1, _LOCAL_START_ATTEMPTS)
         log.info("ray: connected to %s (%s)", address or "a new local cluster", ray.cluster_resources())
         return ray
 
