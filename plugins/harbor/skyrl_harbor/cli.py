@@ -8,6 +8,7 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import attrs
 import typer
@@ -38,14 +39,21 @@ async def run_solution(instance: Instance, spec: RuntimeSpec) -> tuple[float | N
         return None, "no solution/solve.sh"
     private = Path(tempfile.mkdtemp(prefix="skyrl-harbor-solution-"))
     seconds = task.agent_timeout_s or SOLUTION_TIMEOUT_S
-    runtime = HarborSandbox(attrs.evolve(spec, cpu_time_s=max(int(spec.cpu_time_s), int(seconds))))
+    docker = spec.type == "harbor_docker"
+    if docker:
+        from .runtime_docker import docker_runtime_class
+    cls = docker_runtime_class() if docker else HarborSandbox
+    runtime = cls(attrs.evolve(spec, cpu_time_s=max(int(spec.cpu_time_s), int(seconds))))
     try:
-        await runtime.start()
-        await runtime.prepare(instance)
         shutil.copytree(task.solution.parent, private / "solution")
         for path in [private / "solution", *(private / "solution").rglob("*")]:
             path.chmod(0o755)
-        runtime.mounts = [(str(private / "solution"), "/solution", False)]
+        mounts = [(str(private / "solution"), "/solution", False)]
+        if docker:  # a container's mounts are fixed when it starts; the sandbox binds them per command
+            runtime.mounts = mounts
+        await runtime.start()
+        await runtime.prepare(instance)
+        runtime.mounts = mounts
         result = await runtime.exec(["bash", "/solution/solve.sh"], timeout_s=seconds)
         verdict = await run_tests(instance, runtime.workspace, spec)
         if result.exit_code != 0:
@@ -67,15 +75,21 @@ async def verify_tasks(root: Path, spec: RuntimeSpec) -> list[dict]:
     from .taskdir import HarborTaskError, find_task_dirs, load_task
     from .verifiers import run_tests
 
+    docker = spec.type == "harbor_docker"
     rows = []
     for directory in find_task_dirs(root):
         row = {"task": directory.name, "parses": False, "runs_here": False, "solution": None, "nothing": None,
                "note": ""}
+        if docker:
+            row.update(build=None, build_reason="", substitution="", build_seconds=None)
         rows.append(row)
         try:
             task = load_task(directory)
             row["task"], row["parses"] = task.name, True
-            sandbox_plan(task)
+            if docker:
+                await build_row(task, row)
+            else:
+                sandbox_plan(task)
         except HarborTaskError as exc:
             row["note"] = str(exc)
             continue
@@ -87,15 +101,35 @@ async def verify_tasks(root: Path, spec: RuntimeSpec) -> list[dict]:
     return rows
 
 
+async def build_row(task: Any, row: dict) -> None:
+    """Build the task's image for a ``verify --docker`` row: ``build`` (bool), ``build_reason`` (the
+    ImageBuildError's class, see :data:`skyrl_harbor.images.REASONS`), ``substitution``, ``build_seconds``.
+    Re-raises the ImageBuildError (a HarborTaskError) after filling the row."""
+    from .images import ImageBuildError, swe_images
+    from .runtime_docker import task_image
+
+    client = await asyncio.to_thread(swe_images().docker_client)
+    try:
+        built = await asyncio.to_thread(task_image, client, task)
+    except ImageBuildError as exc:
+        row.update(build=False, build_reason=exc.reason)
+        raise
+    row.update(build=True, substitution=built.substitution, build_seconds=built.seconds)
+
+
 @harbor_app.command("verify")
 def verify_command(
     path: Path = typer.Argument(..., help="A Harbor task directory or a folder of them."),
     as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
     network: bool = typer.Option(False, "--network", help="Allow network access in the sandboxes."),
+    docker: bool = typer.Option(False, "--docker", help="Build each task's image (FROM mapped to a local Debian "
+                                "base) and run it in containers instead of the bubblewrap sandbox."),
 ) -> None:
-    """Parse every task, and for each whose environment runs in the sandbox score its reference solution
-    (expected 1) and doing nothing (expected 0). Exit status 1 when a runnable task does not score so."""
-    rows = asyncio.run(verify_tasks(path, RuntimeSpec(type="harbor_sandbox", network=network)))
+    """Parse every task, and for each whose environment runs here (the sandbox; with --docker, its image builds)
+    score its reference solution (expected 1) and doing nothing (expected 0). Exit status 1 when a runnable task
+    does not score so."""
+    kind = "harbor_docker" if docker else "harbor_sandbox"
+    rows = asyncio.run(verify_tasks(path, RuntimeSpec(type=kind, network=network)))
     if as_json:
         typer.echo(json.dumps(rows, indent=1))
     else:
@@ -104,6 +138,9 @@ def verify_command(
         for r in rows:
             typer.echo(f"{r['task'][:40]:40} {'yes' if r['parses'] else 'NO':6} {'yes' if r['runs_here'] else 'no':5}"
                        f" {fmt(r['solution']):8} {fmt(r['nothing']):7}  {r['note'][:160]}")
+        for r in rows:
+            if r.get("substitution"):
+                typer.echo(f"{r['task'][:40]:40} image base: {r['substitution']}")
         ran = [r for r in rows if r["runs_here"]]
         typer.echo(f"{len(rows)} tasks: {sum(r['parses'] for r in rows)} parse, {len(ran)} run here, "
                    f"{sum(r['solution'] == 1 for r in ran)} solution=1, {sum(r['nothing'] == 0 for r in ran)} "

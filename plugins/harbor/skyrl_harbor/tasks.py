@@ -54,6 +54,35 @@ def load(spec: DataSpec) -> list[Instance]:
     return instances
 
 
+def load_docker(spec: DataSpec) -> list[Instance]:
+    """The instances under ``spec.path`` for the docker path: every task that parses and has a Dockerfile whose
+    bases map to a local one (:func:`skyrl_harbor.images.rewrite_dockerfile`); images are built when a runtime
+    first needs them. Raises HarborTaskError for a bad task, ImageBuildError (``base-unmapped``,
+    ``no-dockerfile``) unless ``options.skip_unrunnable``."""
+    from .images import ImageBuildError, rewrite_dockerfile, swe_images
+
+    swe_images()  # the clear error when skyrl-swe (the docker runtime) is missing
+    skip = bool(spec.options.get("skip_unrunnable", False))
+    instances, seen = [], set()
+    root = spec.path or sample_tasks()
+    for directory in find_task_dirs(root):
+        task = load_task(directory)
+        try:
+            _, subs = rewrite_dockerfile(task)
+        except ImageBuildError as exc:
+            if not skip:
+                raise
+            log.warning("skipping %s (%s): %s", task.name, exc.reason, exc)
+            continue
+        if task.name in seen:
+            raise HarborTaskError(f"{directory / 'task.toml'}: task name '{task.name}' is used by another task "
+                                  f"under {root}")
+        seen.add(task.name)
+        log.info("task %s: %s", task.name, "; ".join(subs))
+        instances.append(Instance(id=task.name, data={"path": str(task.path)}))
+    return instances
+
+
 def build_instructions(instance: Instance, task: Task) -> list[dict]:
     """The opening messages: a short system prompt and the task's ``instruction.md`` as the user's message."""
     harbor = load_task(instance.data["path"])
@@ -69,4 +98,16 @@ harbor_task = Task(
     tools=("terminal", "finish"),
     verifier="harbor_tests",
     runtime="harbor_sandbox",
+)
+
+harbor_docker_task = Task(
+    name="harbor_docker",
+    description="Harbor / Terminal-Bench task directories in their own Docker image, built here with the FROM "
+                "mapped to a local Debian base (named in the log); scored by the task's tests/test.sh in a fresh "
+                "container.",
+    load=load_docker,
+    instruction_builder="harbor",
+    tools=("terminal", "finish"),
+    verifier="harbor_tests",
+    runtime="harbor_docker",
 )
