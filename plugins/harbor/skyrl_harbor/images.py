@@ -7,7 +7,9 @@ index — and the rest of the task's Dockerfile runs as written on top of it:
 - ``skyrl-harbor-base:bookworm``: skyrl-swe's debootstrap'd Debian 12 ``minbase`` (python3 3.11, git, patch; see
   :mod:`skyrl_swe.images`) plus ``python3-pip``, ``python3-venv``, ``curl``, ``ca-certificates`` (with the host's
   CA bundle added, so HTTPS through this machine's proxy verifies), ``python`` → ``python3``, and
-  ``PIP_BREAK_SYSTEM_PACKAGES=1`` (a ``python:`` image's ``pip install`` installs system-wide). It stands in for
+  ``PIP_BREAK_SYSTEM_PACKAGES=1`` (a ``python:`` image's ``pip install`` installs system-wide), and ``uv``/``uvx``
+  from PyPI (Harbor's task template fetches uv from astral.sh at test time, which does not answer here; with uv
+  already on the PATH its ``uvx ... pytest`` runs, taking pytest from PyPI). It stands in for
   ``debian``, ``ubuntu``, ``python`` and ``buildpack-deps`` images and Terminal-Bench's ``t-bench/ubuntu-*`` /
   ``t-bench/python-*`` bases. **It is not the upstream image**: Ubuntu's package names mostly exist in Debian,
   but versions differ (python 3.11 whatever the tag says), and every run names the substitution
@@ -38,7 +40,8 @@ from .taskdir import HarborTask, HarborTaskError
 
 BASE_IMAGE = "skyrl-harbor-base:bookworm"
 LABEL = "skyrl.harbor"
-BASE_NOTE = "Debian 12 bookworm minbase + python3 3.11, pip, venv, curl (built here; not the upstream image)"
+UV_VERSION = "0.9.7"  # the version Harbor's task template installs
+BASE_NOTE = "Debian 12 bookworm minbase + python3 3.11, pip, venv, curl, uv (built here; not the upstream image)"
 # images the local base stands in for (the name without registry tag; a t-bench base by its path's last part)
 MAPPED = re.compile(r"^(docker\.io/)?(library/)?(debian|ubuntu|python|buildpack-deps)$|"
                     r"^ghcr\.io/laude-institute/t-bench/(ubuntu|python)-[0-9-]+$")
@@ -207,9 +210,11 @@ def ensure_base_image(client: Any, refresh: bool = False) -> str:
             "ca-certificates python3-pip python3-venv curl procps >/dev/null && update-ca-certificates >/dev/null "
             "&& ln -sf /usr/bin/python3 /usr/local/bin/python && ln -sf /usr/bin/pip3 /usr/local/bin/pip "
             "&& rm -rf /var/lib/apt/lists/*\n"
-            "ENV PIP_BREAK_SYSTEM_PACKAGES=1 PIP_DISABLE_PIP_VERSION_CHECK=1 "
+            "ENV PIP_BREAK_SYSTEM_PACKAGES=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore "
             "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt "
-            "CURL_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt\n"
+            "CURL_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt UV_NATIVE_TLS=1\n"
+            # uv from PyPI: Harbor's test template installs it from astral.sh, which does not answer here
+            f"RUN pip install -q --no-cache-dir 'uv=={UV_VERSION}'\n"
             'CMD ["/bin/bash"]\n')
         _build(client, ctx, BASE_IMAGE, {LABEL: "base"}, timeout_s=900)
     return client.images.get(BASE_IMAGE).id

@@ -1,0 +1,50 @@
+"""The docker path's image plan without an engine: which FROM maps to the local base (and how the substitution is
+named), which bases are refused with the line, and how a failed build's log is classed."""
+
+from pathlib import Path
+
+import pytest
+
+from skyrl_harbor.images import BASE_IMAGE, ImageBuildError, classify, local_base_for, rewrite_dockerfile
+from skyrl_harbor.taskdir import load_task
+
+FIXTURE = Path(__file__).parent / "fixtures" / "docker-tasks" / "sort-numbers"
+
+
+def test_registry_bases_map_to_the_local_base():
+    for image in ("ubuntu:24.04", "python:3.13-slim-bookworm", "debian", "docker.io/library/debian:12",
+                  "ghcr.io/laude-institute/t-bench/ubuntu-24-04:20250624", "ghcr.io/laude-institute/t-bench/python-3-13",
+                  "buildpack-deps:jammy"):
+        assert local_base_for(image) == BASE_IMAGE, image
+    for image in ("node:20", "rust:1.80", "nvidia/cuda:12.4.0-runtime-ubuntu22.04", "ghcr.io/acme/ubuntu:22.04"):
+        assert local_base_for(image) is None, image
+
+
+def test_rewrite_replaces_each_from_and_names_the_substitution(tmp_path):
+    text, subs = rewrite_dockerfile(load_task(FIXTURE))
+    assert text.splitlines()[1] == f"FROM {BASE_IMAGE}" and "RUN useradd" in text
+    assert subs == [f"ubuntu:24.04 -> {BASE_IMAGE} (Debian 12 bookworm minbase + python3 3.11, pip, venv, curl, uv "
+                    f"(built here; not the upstream image))"]
+    task = tmp_path / "t"
+    import shutil
+
+    shutil.copytree(FIXTURE, task)
+    (task / "environment" / "Dockerfile").write_text("FROM python:3.12 AS build\nRUN true\nFROM build\nWORKDIR /app\n")
+    text, subs = rewrite_dockerfile(load_task(task))
+    assert text.splitlines()[:3] == [f"FROM {BASE_IMAGE} AS build", "RUN true", "FROM build"] and len(subs) == 1
+    (task / "environment" / "Dockerfile").write_text("FROM ubuntu:22.04\nRUN true\nFROM node:20-slim\n")
+    with pytest.raises(ImageBuildError, match=r"Dockerfile:3: FROM 'node:20-slim' — no local base") as err:
+        rewrite_dockerfile(load_task(task))
+    assert err.value.reason == "base-unmapped"
+    (task / "environment" / "Dockerfile").unlink()
+    with pytest.raises(ImageBuildError, match="Dockerfile: missing") as err:
+        rewrite_dockerfile(load_task(task))
+    assert err.value.reason == "no-dockerfile"
+
+
+def test_a_failed_build_is_classed_from_its_log():
+    assert classify("E: Unable to locate package python3.12-venv") == "apt-package-missing"
+    assert classify("ERROR: No matching distribution found for torch==9.9") == "pip-failed"
+    assert classify("curl: (6) Could not resolve host: astral.sh") == "download-elsewhere"
+    assert classify("fatal: unable to access 'https://github.com/x/y/': Failed to connect") == "download-elsewhere"
+    assert classify("make: *** [all] Error 2") == "build-step-failed"
