@@ -55,7 +55,13 @@ async def run_solution(instance: Instance, spec: RuntimeSpec) -> tuple[float | N
         await runtime.prepare(instance)
         runtime.mounts = mounts
         result = await runtime.exec(["bash", "/solution/solve.sh"], timeout_s=seconds)
-        verdict = await run_tests(instance, runtime.workspace, spec)
+        if docker:
+            from .verifiers import run_tests_docker
+
+            carried = await asyncio.to_thread(runtime.carry_out)
+            verdict = await run_tests_docker(instance, runtime.workspace, spec, carried)
+        else:
+            verdict = await run_tests(instance, runtime.workspace, spec)
         if result.exit_code != 0:
             return verdict.reward, f"solve.sh exit {result.exit_code}: {result.output.strip()[-200:]!r}"
         if verdict.reward != 1:

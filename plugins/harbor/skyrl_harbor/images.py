@@ -10,10 +10,10 @@ index — and the rest of the task's Dockerfile runs as written on top of it:
   ``PIP_BREAK_SYSTEM_PACKAGES=1`` (a ``python:`` image's ``pip install`` installs system-wide), and ``uv``/``uvx``
   from PyPI (Harbor's task template fetches uv from astral.sh at test time, which does not answer here; with uv
   already on the PATH its ``uvx ... pytest`` runs, taking pytest from PyPI). It stands in for
-  ``debian``, ``ubuntu``, ``python`` and ``buildpack-deps`` images and Terminal-Bench's ``t-bench/ubuntu-*`` /
-  ``t-bench/python-*`` bases. **It is not the upstream image**: Ubuntu's package names mostly exist in Debian,
-  but versions differ (python 3.11 whatever the tag says), and every run names the substitution
-  (:attr:`TaskImage.substitution`).
+  ``debian``, ``ubuntu``, ``python`` and ``buildpack-deps`` images (Docker Hub's or their ECR mirror's) and
+  Terminal-Bench's ``t-bench/ubuntu-*`` / ``t-bench/python-*`` bases. **It is not the upstream image**: Ubuntu's
+  package names mostly exist in Debian, but versions differ (python 3.11 whatever the tag says), and every run
+  names the substitution (:attr:`TaskImage.substitution`).
 - any other base (``node``, ``rust``, ``golang``, ``nvidia/cuda``, a private registry...) has no local equivalent:
   the build fails with reason class ``base-unmapped``.
 
@@ -43,7 +43,7 @@ LABEL = "skyrl.harbor"
 UV_VERSION = "0.9.7"  # the version Harbor's task template installs
 BASE_NOTE = "Debian 12 bookworm minbase + python3 3.11, pip, venv, curl, uv (built here; not the upstream image)"
 # images the local base stands in for (the name without registry tag; a t-bench base by its path's last part)
-MAPPED = re.compile(r"^(docker\.io/)?(library/)?(debian|ubuntu|python|buildpack-deps)$|"
+MAPPED = re.compile(r"^(docker\.io/|public\.ecr\.aws/docker/)?(library/)?(debian|ubuntu|python|buildpack-deps)$|"
                     r"^ghcr\.io/laude-institute/t-bench/(ubuntu|python)-[0-9-]+$")
 HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 BUILD_CPUSET = os.environ.get("SKYRL_HARBOR_BUILD_CPUS", "0")  # builds load one core, not all of them

@@ -5,11 +5,12 @@ exactly-once removal) with the container laid out as Harbor lays it out.
 - **The workspace** is the image's ``WORKDIR`` (``[environment] workdir`` when set, else the Dockerfile's, else
   ``/app``), copied out of the image into a private host directory and bind-mounted back read-write: what the
   agent leaves there is what the verifier sees. The rest of the container is the image's, writable only in the
-  container's own layer, which is thrown away with it: changes the agent makes outside the ``WORKDIR`` do not
-  reach the verifier.
+  container's own layer, which is thrown away with it: of the changes the agent makes outside the ``WORKDIR``
+  only those in non-system top-level directories reach the verifier (see below).
 - **Who runs**: root inside the container (Harbor's agents and ``solve.sh`` install packages), with every
   capability dropped but those ``apt-get`` and ``pip`` need (CHOWN, DAC_OVERRIDE, FOWNER, FSETID, SETUID, SETGID,
-  KILL), ``no-new-privileges``, cgroup limits (memory, processes, ``cpus``), ``/tmp`` a tmpfs and ``HOME`` there.
+  KILL), ``no-new-privileges``, cgroup limits (memory, processes, ``cpus``), ``/tmp`` a tmpfs (executable: tools
+  such as ``uvx`` run from their cache there) and ``HOME`` there.
   ``runtime.options.user`` names another user.
 - **Network**: none unless ``runtime.network`` is true and the task's ``network_mode`` is not ``no-network``.
 - **The task's limits** as in ``harbor_sandbox``: ``memory_mb``/``storage_mb`` lower the config's, ``cpus`` is the
@@ -17,11 +18,14 @@ exactly-once removal) with the container laid out as Harbor lays it out.
 
 The verifier makes a fresh ``harbor_docker`` from the same (pristine) image over a copy of the agent's workspace
 (``spec.source``), with ``mounts`` — the tests read-only at ``/tests``, a fresh host directory at
-``/logs/verifier`` — that exist in no agent container.
+``/logs/verifier`` — that exist in no agent container, and copies of the other top-level directories the agent
+changed outside the system's (:meth:`HarborDocker.carry_out`: a task's ``/output``, say; never ``/usr``, ``/opt``,
+``/etc``...: whatever the agent did to the system stays in its container).
 """
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import shutil
@@ -41,6 +45,11 @@ log = logging.getLogger(__name__)
 
 DEFAULT_WORKDIR = "/app"
 CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID", "KILL"]
+# top-level directories whose changes never reach the verifier: the system (the tests' runner, interpreters and
+# tools live there), HOME, and the places the verifier mounts itself
+SYSTEM = frozenset({"/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32", "/media", "/mnt",
+                    "/opt", "/proc", "/root", "/run", "/sbin", "/snap", "/srv", "/sys", "/tmp", "/usr", "/var",
+                    "/tests", "/logs", "/solution"})
 _BUILD_LOCKS: dict[str, threading.Lock] = {}
 _GUARD = threading.Lock()
 
@@ -123,7 +132,7 @@ def docker_runtime_class() -> type:
                 name=self.container_name, user=self.user, working_dir=self.workdir,
                 network_mode="bridge" if spec.network else "none", cap_drop=["ALL"], cap_add=CAPS,
                 security_opt=["no-new-privileges"],
-                tmpfs={"/tmp": f"rw,nosuid,nodev,size={spec.tmp_mb}m,mode=1777"},
+                tmpfs={"/tmp": f"rw,exec,nosuid,nodev,size={spec.tmp_mb}m,mode=1777"},
                 pids_limit=spec.max_processes, mem_limit=spec.memory_mb * mib, memswap_limit=spec.memory_mb * mib,
                 nano_cpus=int(cpus * 1e9), volumes=volumes, environment={"HOME": "/tmp"},
                 ulimits=[docker.types.Ulimit(name="fsize", soft=spec.max_file_mb * mib, hard=spec.max_file_mb * mib)],
@@ -147,6 +156,29 @@ def docker_runtime_class() -> type:
                                       timed_out=True, limits=["agent_timeout"])
                 timeout_s = min(timeout_s, left)
             return await super().exec(command, timeout_s=timeout_s, stdin=stdin, env=env, user=user)
+
+        def carry_out(self) -> dict[str, str]:
+            """Copy out the top-level directories outside the system's (:data:`SYSTEM`) that the agent changed in
+            its container (``docker diff``; e.g. a task's ``/output``): {place in the container: host copy}, for
+            the verifier to mount. The WORKDIR is the workspace already; system directories (where the tests'
+            interpreters and tools live) never travel."""
+            changed = self.client.api.diff(self.container.id) or []
+            roots = sorted({"/" + c["Path"].split("/")[1] for c in changed if c["Path"].count("/") >= 1})
+            out: dict[str, str] = {}
+            for root in roots:
+                if root in SYSTEM or root == self.workdir or self.workdir.startswith(root + "/"):
+                    continue
+                dest = Path(self._tmp) / "carried" / root.lstrip("/")
+                shutil.rmtree(dest, ignore_errors=True)  # a second call copies afresh
+                dest.mkdir(parents=True)
+                try:
+                    stream, _ = self.container.get_archive(root)
+                except Exception as exc:  # noqa: BLE001 - deleted meanwhile, or not a directory
+                    log.debug("not carrying %s: %s", root, exc)
+                    continue
+                swe_images().extract_tree(io.BytesIO(b"".join(stream)), root.lstrip("/"), dest)
+                out[root] = str(dest)
+            return out
 
         async def diff(self) -> str:
             raise NotImplementedError("harbor_docker has no repository baseline; its verifier reads the workspace")

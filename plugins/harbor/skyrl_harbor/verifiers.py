@@ -160,9 +160,11 @@ async def _verdict(result: Any, logs: Path, **extra: Any) -> VerifierResult:
     return VerifierResult(reward=reward, metrics=metrics)
 
 
-async def run_tests_docker(instance: Instance, workspace: Path | None, spec: RuntimeSpec) -> VerifierResult:
+async def run_tests_docker(instance: Instance, workspace: Path | None, spec: RuntimeSpec,
+                           carried: dict[str, str] | None = None) -> VerifierResult:
     """:func:`run_tests` on the docker path: a fresh ``harbor_docker`` container from the task's pristine image
-    over a copy of ``workspace`` (None: the image's own WORKDIR, the control), the tests read-only at ``/tests``,
+    over a copy of ``workspace`` (None: the image's own WORKDIR, the control) and the directories ``carried`` out
+    of the agent's container ({place: host copy}, mounted there), the tests read-only at ``/tests``,
     a fresh host directory at ``/logs/verifier``, ``/tests/test.sh`` run as root from the WORKDIR. Every process
     in the container is killed before the reward is read (nothing the tested code started rewrites it after
     ``test.sh`` exits). ``metrics["image_substitution"]`` names the local base that stood in for the task's."""
@@ -175,18 +177,21 @@ async def run_tests_docker(instance: Instance, workspace: Path | None, spec: Run
     runtime = docker_runtime_class()(vspec)
     try:
         tests, logs = await asyncio.to_thread(_private_tests, task, private)
-        runtime.mounts = [(str(tests), "/tests", False), (str(logs), "/logs/verifier", True)]
+        runtime.mounts = [(str(tests), "/tests", False), (str(logs), "/logs/verifier", True),
+                          *((host, place, True) for place, host in (carried or {}).items())]
         try:
             await runtime.start()
             await runtime.prepare(instance, agent_deadline=False)
         except Exception as exc:  # noqa: BLE001 - the infrastructure (engine, image build), not the agent
             return VerifierResult.unverifiable(f"the verifier's container did not start: {exc}",
                                                {"build_reason": getattr(exc, "reason", "engine-error")})
-        test_sh = "/tests/test.sh"
-        runner = ["bash", "-c", f'if head -c2 {test_sh} | grep -q "#!"; then exec {test_sh}; else exec bash {test_sh}; fi']
+        # as Harbor runs it: by its shebang, bash when it has none
+        runner = ["bash", "-c", 'if head -c2 /tests/test.sh | grep -q "#!"; then exec /tests/test.sh; '
+                                'else exec bash /tests/test.sh; fi']
         result = await runtime.exec(runner, timeout_s=task.verifier_timeout_s, env={**task.verifier_env})
         await asyncio.to_thread(runtime.container.kill)  # nothing left running writes the reward after test.sh
-        return await _verdict(result, logs, image_substitution=runtime.substitution)
+        return await _verdict(result, logs, image_substitution=runtime.substitution,
+                              carried=sorted(carried or {}))
     finally:
         await runtime.close()
         await asyncio.to_thread(shutil.rmtree, private, True)
@@ -198,7 +203,8 @@ async def harbor_tests(trajectory: Any, runtime: Any, instance: Instance) -> Ver
     workspace = getattr(runtime, "workspace", None)
     if getattr(runtime, "name", None) == "harbor_docker" and workspace is not None:
         spec = attrs.evolve(runtime.spec, source=None, workspace=None)
-        return await run_tests_docker(instance, Path(workspace), spec)
+        carried = await asyncio.to_thread(runtime.carry_out)
+        return await run_tests_docker(instance, Path(workspace), spec, carried)
     if not isinstance(runtime, HarborSandbox) or workspace is None:
         return VerifierResult.unverifiable(f"harbor_tests needs the trajectory's harbor_sandbox runtime "
                                            f"(got {type(runtime).__name__})")

@@ -13,7 +13,9 @@ FIXTURE = Path(__file__).parent / "fixtures" / "docker-tasks" / "sort-numbers"
 
 def test_registry_bases_map_to_the_local_base():
     for image in ("ubuntu:24.04", "python:3.13-slim-bookworm", "debian", "docker.io/library/debian:12",
-                  "ghcr.io/laude-institute/t-bench/ubuntu-24-04:20250624", "ghcr.io/laude-institute/t-bench/python-3-13",
+                  "public.ecr.aws/docker/library/python:3.10.12-slim-bullseye",
+                  "ghcr.io/laude-institute/t-bench/ubuntu-24-04:20250624",
+                  "ghcr.io/laude-institute/t-bench/python-3-13",
                   "buildpack-deps:jammy"):
         assert local_base_for(image) == BASE_IMAGE, image
     for image in ("node:20", "rust:1.80", "nvidia/cuda:12.4.0-runtime-ubuntu22.04", "ghcr.io/acme/ubuntu:22.04"):

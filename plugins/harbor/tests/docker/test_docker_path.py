@@ -6,6 +6,7 @@ gets nothing."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from pathlib import Path
 
@@ -76,8 +77,8 @@ async def test_agent_writing_the_reward_or_the_tests_or_the_tools_in_its_contain
 async def test_code_under_test_rewriting_the_reward_after_test_sh_is_killed_first(sort_task):
     # a task whose tests run a hook from the workspace (code under test), then write the reward
     test_sh = sort_task / "tests" / "test.sh"
-    test_sh.write_text(test_sh.read_text().replace("mkdir -p /logs/verifier\n",
-                                                   "mkdir -p /logs/verifier\n[ -f /app/hook.sh ] && bash /app/hook.sh\n"))
+    hook = "mkdir -p /logs/verifier\n[ -f /app/hook.sh ] && bash /app/hook.sh\n"
+    test_sh.write_text(test_sh.read_text().replace("mkdir -p /logs/verifier\n", hook))
     runtime, instance, outputs = await _agent(
         sort_task, "printf '(sleep 3; echo 1 > /logs/verifier/reward.txt) </dev/null >/dev/null 2>&1 &\\n' > hook.sh")
     try:
@@ -97,5 +98,21 @@ async def test_the_agent_container_has_no_network_by_default_and_honours_the_age
         assert net.exit_code != 0
         assert "agent_timeout" in late.limits and late.exit_code is None
         assert slow.duration_s < 9
+    finally:
+        await runtime.close()
+
+
+async def test_what_the_agent_writes_outside_the_system_reaches_the_verifier_and_the_system_does_not(sort_task):
+    # a task whose tests read the answer from /output (outside the WORKDIR), as some Harbor tasks do
+    test_sh = sort_task / "tests" / "test.sh"
+    test_sh.write_text(test_sh.read_text().replace("/app/sorted.txt", "/output/sorted.txt"))
+    runtime, instance, outputs = await _agent(
+        sort_task, "mkdir -p /output && sort -n data/numbers.txt > /output/sorted.txt",
+        "mkdir -p /opt/evil && echo x > /opt/evil/x && echo 'echo hacked' > /etc/profile.d/z.sh")
+    try:
+        assert [o.exit_code for o in outputs] == [0, 0]
+        assert await asyncio.to_thread(runtime.carry_out) == {"/output": f"{runtime._tmp}/carried/output"}
+        verdict = await harbor_tests(_trajectory(), runtime, instance)
+        assert (verdict.outcome, verdict.reward, verdict.metrics["carried"]) == ("scored", 1.0, ["/output"]), verdict
     finally:
         await runtime.close()
