@@ -48,6 +48,24 @@ def lay_out(plan: SandboxPlan, workspace: Path) -> None:
             shutil.copy2(source, target)
 
 
+def agent_clock(runtime: Any, timeout_s: float) -> tuple[float, ExecResult | None]:
+    """The task's ``[agent] timeout_sec`` for one command of ``runtime`` (a ``harbor_sandbox`` or
+    ``harbor_docker``: its ``task``, ``_timed``, ``deadline`` and ``limit_hits``): the clock starts at the first
+    command; returns (the command's timeout, at most what is left; None) or, once it has passed, (0, the refusal
+    with the ``agent_timeout`` limit named)."""
+    if runtime._timed and runtime.deadline is None:
+        runtime.deadline = time.monotonic() + runtime.task.agent_timeout_s
+    if runtime.deadline is None:
+        return timeout_s, None
+    left = runtime.deadline - time.monotonic()
+    if left <= 0:
+        runtime.limit_hits["agent_timeout"] += 1
+        return 0.0, ExecResult(exit_code=None, output=f"[limit agent_timeout: the task's [agent] timeout_sec of "
+                               f"{runtime.task.agent_timeout_s:g} s has passed; no more commands run]",
+                               timed_out=True, limits=["agent_timeout"])
+    return min(timeout_s, left), None
+
+
 class HarborSandbox(LocalSandbox):
     """A bubblewrap sandbox laid out as a Harbor task's image (see the module doc).
 
@@ -117,16 +135,9 @@ class HarborSandbox(LocalSandbox):
                    env: dict[str, str] | None = None, pass_fds: tuple[int, ...] = ()) -> ExecResult:
         """Run ``command`` from the WORKDIR with the Dockerfile's ENV; refused (limit ``agent_timeout``) once the
         task's agent timeout has passed, and bounded by what is left of it."""
-        if self._timed and self.deadline is None:
-            self.deadline = time.monotonic() + self.task.agent_timeout_s
-        if self.deadline is not None:
-            left = self.deadline - time.monotonic()
-            if left <= 0:
-                self.limit_hits["agent_timeout"] += 1
-                return ExecResult(exit_code=None, output=f"[limit agent_timeout: the task's [agent] timeout_sec of "
-                                  f"{self.task.agent_timeout_s:g} s has passed; no more commands run]",
-                                  timed_out=True, limits=["agent_timeout"])
-            timeout_s = min(timeout_s, left)
+        timeout_s, refused = agent_clock(self, timeout_s)
+        if refused is not None:
+            return refused
         full = dict(self.plan.env) if self.plan else {}
         if self.plan and self.bwrap:
             full["HOME"] = self.home or self.workdir

@@ -31,14 +31,13 @@ import os
 import shutil
 import tempfile
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
 from skyrl_core.runtime import ExecResult, RuntimeSpec
 
 from .images import build_task_image, swe_images
-from .runtime import task_spec
+from .runtime import agent_clock, task_spec
 from .taskdir import HarborTask, load_task
 
 log = logging.getLogger(__name__)
@@ -145,16 +144,9 @@ def docker_runtime_class() -> type:
                        env: dict[str, str] | None = None, user: str | None = None) -> ExecResult:
             """Run ``command`` in the container from the WORKDIR (the image's ENV applies); refused (limit
             ``agent_timeout``) once the task's agent timeout has passed, and bounded by what is left of it."""
-            if self._timed and self.deadline is None:
-                self.deadline = time.monotonic() + self.task.agent_timeout_s
-            if self.deadline is not None:
-                left = self.deadline - time.monotonic()
-                if left <= 0:
-                    self.limit_hits["agent_timeout"] += 1
-                    return ExecResult(exit_code=None, output=f"[limit agent_timeout: the task's [agent] timeout_sec "
-                                      f"of {self.task.agent_timeout_s:g} s has passed; no more commands run]",
-                                      timed_out=True, limits=["agent_timeout"])
-                timeout_s = min(timeout_s, left)
+            timeout_s, refused = agent_clock(self, timeout_s)
+            if refused is not None:
+                return refused
             return await super().exec(command, timeout_s=timeout_s, stdin=stdin, env=env, user=user)
 
         def carry_out(self) -> dict[str, str]:
