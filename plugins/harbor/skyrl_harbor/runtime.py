@@ -29,12 +29,13 @@ from .environment import SandboxPlan, sandbox_plan
 from .taskdir import HarborTask, load_task
 
 
-def task_spec(spec: RuntimeSpec, task: HarborTask) -> RuntimeSpec:
+def task_spec(spec: RuntimeSpec, task: HarborTask, phase: str = "agent") -> RuntimeSpec:
     """``spec`` with the task's limits applied where it sets them: memory and storage (the smaller wins), and
-    ``network_mode = "no-network"`` turns the network off even where the config allows it."""
+    the ``phase``'s network mode (:meth:`HarborTask.phase_network_mode`) ``no-network`` turns the network off
+    even where the config allows it."""
     return attrs.evolve(spec, memory_mb=min(int(spec.memory_mb), task.memory_mb or int(spec.memory_mb)),
                         disk_mb=min(int(spec.disk_mb), task.storage_mb or int(spec.disk_mb)),
-                        network=bool(spec.network) and task.network_mode != "no-network")
+                        network=bool(spec.network) and task.phase_network_mode(phase) != "no-network")
 
 
 def lay_out(plan: SandboxPlan, workspace: Path) -> None:
@@ -99,7 +100,7 @@ class HarborSandbox(LocalSandbox):
         self.instance = instance
         self.task = await asyncio.to_thread(load_task, instance.data["path"])
         self.plan = await asyncio.to_thread(sandbox_plan, self.task)
-        self.spec = task_spec(self.spec, self.task)
+        self.spec = task_spec(self.spec, self.task, "agent" if agent_deadline else "verifier")
         if not self.spec.source:  # a verifier's copy of the agent's workspace already holds the laid-out files
             await asyncio.to_thread(lay_out, self.plan, self.workspace)
         self._timed = bool(agent_deadline and self.task.agent_timeout_s)

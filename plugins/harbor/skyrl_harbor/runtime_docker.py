@@ -102,7 +102,7 @@ def docker_runtime_class() -> type:
             import docker
 
             task = self.task = load_task(data["path"])
-            self.spec = task_spec(self.spec, task)
+            self.spec = task_spec(self.spec, task, "agent" if self.agent_deadline else "verifier")
             built = task_image(self.client, task)
             self.image, self.substitution = built.tag, built.substitution
             log.info("task %s: image %s (%s; %s)", task.name, built.tag, built.status, built.substitution)

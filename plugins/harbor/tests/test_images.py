@@ -50,3 +50,24 @@ def test_a_failed_build_is_classed_from_its_log():
     assert classify("curl: (6) Could not resolve host: astral.sh") == "download-elsewhere"
     assert classify("fatal: unable to access 'https://github.com/x/y/': Failed to connect") == "download-elsewhere"
     assert classify("make: *** [all] Error 2") == "build-step-failed"
+
+
+def test_a_phase_network_mode_overrides_the_environments(tmp_path):
+    # harbor 0.25.0: [environment] network_mode is both phases' baseline; [agent]/[verifier] network_mode override it
+    import shutil
+
+    from skyrl_core.runtime import RuntimeSpec
+
+    from skyrl_harbor.runtime import task_spec
+
+    task = tmp_path / "t"
+    shutil.copytree(FIXTURE, task)
+    toml = task / "task.toml"
+    toml.write_text(toml.read_text() + 'network_mode = "no-network"\n')  # under [environment]
+    on = RuntimeSpec(type="harbor_docker", network=True)
+    parsed = load_task(task)
+    assert [task_spec(on, parsed, phase).network for phase in ("agent", "verifier")] == [False, False]
+    toml.write_text(toml.read_text().replace("[verifier]\n", '[verifier]\nnetwork_mode = "public"\n'))
+    parsed = load_task(task)
+    assert [task_spec(on, parsed, phase).network for phase in ("agent", "verifier")] == [False, True]
+    assert not task_spec(RuntimeSpec(type="harbor_docker"), parsed, "verifier").network  # the config's off wins
