@@ -50,15 +50,15 @@ BUILD_CPUSET = os.environ.get("SKYRL_HARBOR_BUILD_CPUS", "0")  # builds load one
 # why a build failed, read from the build's log (first match wins); "base-unmapped" is decided before building
 REASONS = ("base-unmapped", "no-dockerfile", "apt-package-missing", "download-elsewhere", "pip-failed",
            "build-step-failed", "engine-error")
-_LOG_CLASSES = (
+_LOG_CLASSES = (  # a host that does not answer first: pip says "no matching distribution" after failing to reach it
+    ("download-elsewhere", re.compile(r"(Could not resolve host|Temporary failure in name resolution|"
+                                      r"Failed to connect to|Connection refused|Network is unreachable|"
+                                      r"curl: \(\d+\)|wget: unable|ERROR \d{3}|unable to resolve|NewConnectionError|"
+                                      r"fatal: unable to access|Name or service not known)", re.I)),
     ("apt-package-missing", re.compile(r"E: (Unable to locate package|Package '[^']+' has no installation candidate|"
                                        r"Version '[^']+' for '[^']+' was not found)")),
     ("pip-failed", re.compile(r"(No matching distribution found|Could not find a version that satisfies|"
                               r"ResolutionImpossible|error: subprocess-exited-with-error)")),
-    ("download-elsewhere", re.compile(r"(Could not resolve host|Temporary failure in name resolution|"
-                                      r"Failed to connect to|Connection refused|Network is unreachable|"
-                                      r"curl: \(\d+\)|wget: unable|ERROR \d{3}|unable to resolve|"
-                                      r"fatal: unable to access|Name or service not known)", re.I)),
 )
 
 

@@ -50,6 +50,10 @@ def test_a_failed_build_is_classed_from_its_log():
     assert classify("curl: (6) Could not resolve host: astral.sh") == "download-elsewhere"
     assert classify("fatal: unable to access 'https://github.com/x/y/': Failed to connect") == "download-elsewhere"
     assert classify("make: *** [all] Error 2") == "build-step-failed"
+    # pip's own words when the index it was told to use does not answer: the host, not the package
+    assert classify("WARNING: Retrying (...) after connection broken by 'NewConnectionError(...: Failed to establish "
+                    "a new connection: [Errno -2] Name or service not known')': /whl/cpu/torch/\n"
+                    "ERROR: No matching distribution found for torch==2.1.2") == "download-elsewhere"
 
 
 def test_a_phase_network_mode_overrides_the_environments(tmp_path):
