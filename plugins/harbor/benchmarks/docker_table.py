@@ -81,12 +81,14 @@ def main() -> None:
         print(f"| {name} | {len(mine)} | {len(built)} | {sum(r['solution'] == 1 for r in with_solution)} of "
               f"{len(with_solution)} | {sum(r['nothing'] == 0 for r in built)} of {len(built)} | "
               f"{', '.join(f'{k} {v}' for k, v in sorted(reasons.items())) or '-'} |")
-    print("\n| source | task | build | solution | nothing | note |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("\n| source | task | build | solution | nothing | note (solution or build) | the tests on nothing |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         build = "yes" if r.get("build") else (f"no ({r['build_reason']})" if r.get("build") is False else "-")
-        note = " ".join(str(r.get("note") or "").split())[:140].replace("|", "/")
-        print(f"| {r['source']} | {r['task']} | {build} | {fmt(r['solution'])} | {fmt(r['nothing'])} | {note} |")
+        note, control = (" ".join(str(r.get(k) or "").split())[:140].replace("|", "/")
+                         for k in ("note", "nothing_note"))
+        print(f"| {r['source']} | {r['task']} | {build} | {fmt(r['solution'])} | {fmt(r['nothing'])} | {note} | "
+              f"{control} |")
     if args.out:
         args.out.write_text(json.dumps(rows, indent=1))
 

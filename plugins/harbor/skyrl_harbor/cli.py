@@ -76,7 +76,8 @@ async def run_solution(instance: Instance, spec: RuntimeSpec) -> tuple[float | N
 
 async def verify_tasks(root: Path, spec: RuntimeSpec) -> list[dict]:
     """One row per task directory under ``root``: ``task``, ``parses`` (bool), ``runs_here`` (bool),
-    ``solution`` and ``nothing`` (rewards, None where not run) and ``note`` (the first problem met)."""
+    ``solution`` and ``nothing`` (rewards, None where not run), ``note`` (the first problem met) and
+    ``nothing_note`` (how the tests ended on the untouched environment: their last line of output)."""
     from .environment import sandbox_plan
     from .taskdir import HarborTaskError, find_task_dirs, load_task
     from .verifiers import run_tests
@@ -103,6 +104,9 @@ async def verify_tasks(root: Path, spec: RuntimeSpec) -> list[dict]:
         instance = Instance(id=task.name, data={"path": str(task.path)})
         control = await run_tests(instance, None, spec)
         row["nothing"] = control.reward
+        tail = [x for x in str(control.metrics.get("test_output_tail", "")).splitlines() if x.strip()][-1:]
+        row["nothing_note"] = control.reason or control.metrics.get("reward_problem") or \
+            (f"test.sh said: {tail[0].strip()[:200]!r}" if tail else "")
         row["solution"], row["note"] = await run_solution(instance, spec)
     return rows
 
