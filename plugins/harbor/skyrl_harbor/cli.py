@@ -103,7 +103,7 @@ async def verify_tasks(root: Path, spec: RuntimeSpec) -> list[dict]:
         row["runs_here"] = True
         instance = Instance(id=task.name, data={"path": str(task.path)})
         control = await run_tests(instance, None, spec)
-        row["nothing"] = control.reward
+        row["nothing"] = None if control.outcome == "unverifiable" else control.reward
         tail = [x for x in str(control.metrics.get("test_output_tail", "")).splitlines() if x.strip()][-1:]
         row["nothing_note"] = control.reason or control.metrics.get("reward_problem") or \
             (f"test.sh said: {tail[0].strip()[:200]!r}" if tail else "")

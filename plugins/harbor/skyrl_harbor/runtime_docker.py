@@ -126,14 +126,19 @@ def docker_runtime_class() -> type:
             for host, place, writable in self.mounts:
                 volumes[host] = {"bind": place, "mode": "rw" if writable else "ro"}
             cpus = min(self.cpus, task.cpus) if task.cpus else self.cpus
+            # a WORKDIR of /tmp (some tasks have one) is the workspace there: no tmpfs over it, and HOME moves to
+            # /root so that the verifier, whose /tmp is the agent's workspace, reads none of the agent's dotfiles
+            tmp = {"/tmp": f"rw,exec,nosuid,nodev,size={spec.tmp_mb}m,mode=1777"}
+            tmpfs = {} if self.workdir == "/tmp" else tmp
+            home = "/root" if self.workdir == "/tmp" or self.workdir.startswith("/tmp/") else "/tmp"
             self.container = self.client.containers.run(
                 self.image, command=["sleep", "infinity"], entrypoint=[], init=True, detach=True,
                 name=self.container_name, user=self.user, working_dir=self.workdir,
                 network_mode="bridge" if spec.network else "none", cap_drop=["ALL"], cap_add=CAPS,
                 security_opt=["no-new-privileges"],
-                tmpfs={"/tmp": f"rw,exec,nosuid,nodev,size={spec.tmp_mb}m,mode=1777"},
+                tmpfs=tmpfs,
                 pids_limit=spec.max_processes, mem_limit=spec.memory_mb * mib, memswap_limit=spec.memory_mb * mib,
-                nano_cpus=int(cpus * 1e9), volumes=volumes, environment={"HOME": "/tmp"},
+                nano_cpus=int(cpus * 1e9), volumes=volumes, environment={"HOME": home},
                 ulimits=[docker.types.Ulimit(name="fsize", soft=spec.max_file_mb * mib, hard=spec.max_file_mb * mib)],
                 labels={"skyrl.runtime": "docker", "skyrl.pid": str(os.getpid()), "skyrl.harbor.task": task.name})
             self.tool_env = {}

@@ -188,7 +188,8 @@ async def run_tests_docker(instance: Instance, workspace: Path | None, spec: Run
         # as Harbor runs it: by its shebang, bash when it has none
         runner = ["bash", "-c", 'if head -c2 /tests/test.sh | grep -q "#!"; then exec /tests/test.sh; '
                                 'else exec bash /tests/test.sh; fi']
-        result = await runtime.exec(runner, timeout_s=task.verifier_timeout_s, env={**task.verifier_env})
+        result = await runtime.exec(runner, timeout_s=task.verifier_timeout_s,
+                                    env={"PYTHONNOUSERSITE": "1", **task.verifier_env})
         await asyncio.to_thread(runtime.container.kill)  # nothing left running writes the reward after test.sh
         return await _verdict(result, logs, image_substitution=runtime.substitution,
                               carried=sorted(carried or {}))

@@ -116,3 +116,18 @@ async def test_what_the_agent_writes_outside_the_system_reaches_the_verifier_and
         assert (verdict.outcome, verdict.reward, verdict.metrics["carried"]) == ("scored", 1.0, ["/output"]), verdict
     finally:
         await runtime.close()
+
+
+async def test_a_workdir_of_tmp_is_the_workspace_and_home_moves_out_of_it(sort_task):
+    # some Terminal-Bench tasks set WORKDIR /tmp: no tmpfs over it (the engine refused the duplicate mount), and
+    # HOME is not the workspace the verifier mounts there
+    dockerfile = sort_task / "environment" / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text().replace("WORKDIR /app", "WORKDIR /tmp"))
+    runtime, instance, (where, solve) = await _agent(sort_task, "pwd; echo $HOME",
+                                                     "sort -n /app/data/numbers.txt > /app/sorted.txt")
+    try:
+        assert where.output.split() == ["/tmp", "/root"] and solve.exit_code == 0
+        verdict = await harbor_tests(_trajectory(), runtime, instance)
+        assert (verdict.outcome, verdict.reward, verdict.metrics["carried"]) == ("scored", 1.0, ["/app"]), verdict
+    finally:
+        await runtime.close()
