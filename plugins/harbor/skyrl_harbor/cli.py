@@ -139,6 +139,14 @@ def verify_command(
     score its reference solution (expected 1) and doing nothing (expected 0). Exit status 1 when a runnable task
     does not score so."""
     kind = "harbor_docker" if docker else "harbor_sandbox"
+    if docker:  # no skyrl-swe or no engine: one line saying which, not a traceback per task
+        from .images import swe_images
+
+        try:
+            swe_images().docker_client()
+        except RuntimeError as exc:
+            typer.echo(f"skyrl harbor verify --docker: {exc}", err=True)
+            raise typer.Exit(2) from None
     rows = asyncio.run(verify_tasks(path, RuntimeSpec(type=kind, network=network)))
     if as_json:
         typer.echo(json.dumps(rows, indent=1))

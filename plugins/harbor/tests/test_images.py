@@ -75,3 +75,16 @@ def test_a_phase_network_mode_overrides_the_environments(tmp_path):
     parsed = load_task(task)
     assert [task_spec(on, parsed, phase).network for phase in ("agent", "verifier")] == [False, True]
     assert not task_spec(RuntimeSpec(type="harbor_docker"), parsed, "verifier").network  # the config's off wins
+
+
+def test_verify_docker_without_an_engine_says_so_in_one_line(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("skyrl_swe", reason="the docker path runs on skyrl-swe's docker runtime")
+    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
+    proc = subprocess.run([sys.executable, "-m", "skyrl_core.cli", "harbor", "verify", str(FIXTURE), "--docker"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "skyrl harbor verify --docker: no Docker engine answers" in proc.stderr and "Traceback" not in proc.stderr
