@@ -10,7 +10,8 @@ exactly-once removal) with the container laid out as Harbor lays it out.
 - **Who runs**: root inside the container (Harbor's agents and ``solve.sh`` install packages), with every
   capability dropped but those ``apt-get`` and ``pip`` need (CHOWN, DAC_OVERRIDE, FOWNER, FSETID, SETUID, SETGID,
   KILL), ``no-new-privileges``, cgroup limits (memory, processes, ``cpus``), ``/tmp`` a tmpfs (executable: tools
-  such as ``uvx`` run from their cache there) and ``HOME`` there.
+  such as ``uvx`` run from their cache there) and ``HOME`` there (a WORKDIR of ``/tmp`` is the workspace instead,
+  and ``HOME`` is ``/root``).
   ``runtime.options.user`` names another user.
 - **Network**: none unless ``runtime.network`` is true and the task's ``network_mode`` is not ``no-network``.
 - **The task's limits** as in ``harbor_sandbox``: ``memory_mb``/``storage_mb`` lower the config's, ``cpus`` is the
