@@ -75,7 +75,10 @@ async def test_agent_writing_the_reward_or_the_tests_or_the_tools_in_its_contain
 
 
 async def test_code_under_test_rewriting_the_reward_after_test_sh_is_killed_first(sort_task):
-    # a task whose tests run a hook from the workspace (code under test), then write the reward
+    # a task whose tests run a hook from the workspace (code under test), then write the reward; the hook leaves a
+    # process that would rewrite it 3 s later. It dies with the container (skyrl-swe's stray reaping, then the
+    # verifier's kill); the 3 s outlast the reward's read even without those, so this holds the outcome, not the
+    # kill's timing. (A process that rewrites the reward while test.sh runs is not defended, as in Harbor.)
     test_sh = sort_task / "tests" / "test.sh"
     hook = "mkdir -p /logs/verifier\n[ -f /app/hook.sh ] && bash /app/hook.sh\n"
     test_sh.write_text(test_sh.read_text().replace("mkdir -p /logs/verifier\n", hook))
