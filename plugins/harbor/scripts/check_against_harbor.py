@@ -2,8 +2,8 @@
 
 harbor 0.25.0 needs Python 3.12, so it runs in its own venv (`--harbor-python`); this script runs in skyrl's.
 For each task both parse (or both refuse), and these fields must agree: name, instruction (as shown to the
-agent), verifier and agent timeouts, cpus, memory_mb, storage_mb, network mode, workdir, docker_image and the
-verifier's env. Prints one line per task and exits 1 on any disagreement.
+agent), verifier and agent timeouts, cpus, memory_mb, storage_mb, network mode (and each phase's: [agent] and
+[verifier] network_mode override it), workdir, docker_image and the verifier's env. Prints one line per task and exits 1 on any disagreement.
 
     python3.12 -m venv /tmp/venv-harbor312 && /tmp/venv-harbor312/bin/pip install harbor==0.25.0
     python plugins/harbor/scripts/check_against_harbor.py --harbor-python /tmp/venv-harbor312/bin/python DIR...
@@ -34,10 +34,12 @@ for d in sys.argv[1:]:
     print(json.dumps({"dir": d, "name": t.name, "instruction": t.instruction.strip(),
         "verifier_timeout_s": c.verifier.timeout_sec, "agent_timeout_s": c.agent.timeout_sec,
         "cpus": e.cpus, "memory_mb": e.memory_mb, "storage_mb": e.storage_mb, "network_mode": mode,
-        "workdir": e.workdir, "docker_image": e.docker_image, "verifier_env": dict(c.verifier.env)}))
+        "workdir": e.workdir, "docker_image": e.docker_image, "verifier_env": dict(c.verifier.env),
+        **{f"{p}_network_mode": getattr(getattr(c, p).network_mode, "value", None) or mode
+           for p in ("agent", "verifier")}}))
 """
 FIELDS = ("name", "instruction", "verifier_timeout_s", "agent_timeout_s", "cpus", "memory_mb", "storage_mb",
-          "network_mode", "workdir", "docker_image", "verifier_env")
+          "network_mode", "workdir", "docker_image", "verifier_env", "agent_network_mode", "verifier_network_mode")
 
 
 def ours(directory: Path) -> dict:
@@ -45,7 +47,8 @@ def ours(directory: Path) -> dict:
         task = load_task(directory)
     except HarborTaskError as exc:
         return {"error": str(exc)}
-    return {field: getattr(task, field) for field in FIELDS}
+    phases = {f"{p}_network_mode": task.phase_network_mode(p) for p in ("agent", "verifier")}
+    return {field: phases[field] if field in phases else getattr(task, field) for field in FIELDS}
 
 
 def same(a, b) -> bool:

@@ -7,7 +7,7 @@ what (``skyrl plugins``) and reports name clashes. The implementations live in o
 
 from skyrl_core import hookimpl
 
-from .tasks import build_instructions, harbor_task
+from .tasks import build_instructions, harbor_docker_task, harbor_task
 from .tools import terminal_tool
 from .verifiers import harbor_tests
 
@@ -22,6 +22,12 @@ def register_runtimes(register):
     from .runtime import HarborSandbox
 
     register(HarborSandbox)
+    try:  # the docker path runs on skyrl-swe's docker runtime: registered where skyrl-swe is installed
+        from .runtime_docker import docker_runtime_class
+
+        register(docker_runtime_class())
+    except RuntimeError:
+        pass
 
 
 @hookimpl
@@ -37,6 +43,7 @@ def register_verifiers(register):
 @hookimpl
 def register_tasks(register):
     register(harbor_task)
+    register(harbor_docker_task)
 
 
 @hookimpl

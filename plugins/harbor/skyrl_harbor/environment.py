@@ -5,8 +5,9 @@ The rule: a task runs in the sandbox when its Dockerfile only names a plain base
 ``ENV``, ``COPY``/``ADD`` of files from ``environment/`` (no ``--from``, no URL), and the instructions that change
 nothing on disk (``CMD``, ``ENTRYPOINT``, ``LABEL``, ``EXPOSE``, ``USER``, ``SHELL``, ``ARG``). The sandbox then
 gives the host's system (``/usr``, read-only) and the host's Python in place of the image's: close enough for a
-task that installs nothing. Anything else (a ``RUN`` step, another base) needs the image built, which this plugin
-does not do yet: :func:`sandbox_plan` refuses it with :class:`HarborEnvironmentError` naming the Dockerfile line.
+task that installs nothing. Anything else (a ``RUN`` step, another base) needs the image built — the docker path
+(task ``harbor_docker``, :mod:`skyrl_harbor.images`): :func:`sandbox_plan` refuses it with
+:class:`HarborEnvironmentError` naming the Dockerfile line.
 So does a ``tests/test.sh`` that installs its own tools when it runs (``apt-get``, ``curl``, ``uvx``, ``pip``...:
 Harbor's task template does), since the sandbox has neither root nor, by default, the network.
 """
@@ -100,9 +101,9 @@ def sandbox_plan(task: HarborTask) -> SandboxPlan:
 
     def refuse(number: int, line: str, why: str) -> HarborEnvironmentError:
         return HarborEnvironmentError(
-            f"{dockerfile}:{number}: {line[:120]!r} — {why}. This task needs its image built (a docker runtime), "
-            f"which skyrl-harbor does not provide yet; the sandbox runs tasks whose Dockerfile is FROM a plain "
-            f"{'/'.join(BASES)} image with only WORKDIR, ENV and COPY of files from environment/")
+            f"{dockerfile}:{number}: {line[:120]!r} — {why}. This task needs its image built: use the task "
+            f"'harbor_docker' (or `skyrl harbor verify --docker`); the sandbox runs tasks whose Dockerfile is FROM "
+            f"a plain {'/'.join(BASES)} image with only WORKDIR, ENV and COPY of files from environment/")
 
     for number, line in _logical_lines(dockerfile.read_text(encoding="utf-8")):
         keyword, _, args = line.partition(" ")

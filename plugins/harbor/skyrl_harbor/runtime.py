@@ -29,12 +29,13 @@ from .environment import SandboxPlan, sandbox_plan
 from .taskdir import HarborTask, load_task
 
 
-def task_spec(spec: RuntimeSpec, task: HarborTask) -> RuntimeSpec:
+def task_spec(spec: RuntimeSpec, task: HarborTask, phase: str = "agent") -> RuntimeSpec:
     """``spec`` with the task's limits applied where it sets them: memory and storage (the smaller wins), and
-    ``network_mode = "no-network"`` turns the network off even where the config allows it."""
+    the ``phase``'s network mode (:meth:`HarborTask.phase_network_mode`) ``no-network`` turns the network off
+    even where the config allows it."""
     return attrs.evolve(spec, memory_mb=min(int(spec.memory_mb), task.memory_mb or int(spec.memory_mb)),
                         disk_mb=min(int(spec.disk_mb), task.storage_mb or int(spec.disk_mb)),
-                        network=bool(spec.network) and task.network_mode != "no-network")
+                        network=bool(spec.network) and task.phase_network_mode(phase) != "no-network")
 
 
 def lay_out(plan: SandboxPlan, workspace: Path) -> None:
@@ -46,6 +47,24 @@ def lay_out(plan: SandboxPlan, workspace: Path) -> None:
         else:
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target)
+
+
+def agent_clock(runtime: Any, timeout_s: float) -> tuple[float, ExecResult | None]:
+    """The task's ``[agent] timeout_sec`` for one command of ``runtime`` (a ``harbor_sandbox`` or
+    ``harbor_docker``: its ``task``, ``_timed``, ``deadline`` and ``limit_hits``): the clock starts at the first
+    command; returns (the command's timeout, at most what is left; None) or, once it has passed, (0, the refusal
+    with the ``agent_timeout`` limit named)."""
+    if runtime._timed and runtime.deadline is None:
+        runtime.deadline = time.monotonic() + runtime.task.agent_timeout_s
+    if runtime.deadline is None:
+        return timeout_s, None
+    left = runtime.deadline - time.monotonic()
+    if left <= 0:
+        runtime.limit_hits["agent_timeout"] += 1
+        return 0.0, ExecResult(exit_code=None, output=f"[limit agent_timeout: the task's [agent] timeout_sec of "
+                               f"{runtime.task.agent_timeout_s:g} s has passed; no more commands run]",
+                               timed_out=True, limits=["agent_timeout"])
+    return min(timeout_s, left), None
 
 
 class HarborSandbox(LocalSandbox):
@@ -81,7 +100,7 @@ class HarborSandbox(LocalSandbox):
         self.instance = instance
         self.task = await asyncio.to_thread(load_task, instance.data["path"])
         self.plan = await asyncio.to_thread(sandbox_plan, self.task)
-        self.spec = task_spec(self.spec, self.task)
+        self.spec = task_spec(self.spec, self.task, "agent" if agent_deadline else "verifier")
         if not self.spec.source:  # a verifier's copy of the agent's workspace already holds the laid-out files
             await asyncio.to_thread(lay_out, self.plan, self.workspace)
         self._timed = bool(agent_deadline and self.task.agent_timeout_s)
@@ -117,16 +136,9 @@ class HarborSandbox(LocalSandbox):
                    env: dict[str, str] | None = None, pass_fds: tuple[int, ...] = ()) -> ExecResult:
         """Run ``command`` from the WORKDIR with the Dockerfile's ENV; refused (limit ``agent_timeout``) once the
         task's agent timeout has passed, and bounded by what is left of it."""
-        if self._timed and self.deadline is None:
-            self.deadline = time.monotonic() + self.task.agent_timeout_s
-        if self.deadline is not None:
-            left = self.deadline - time.monotonic()
-            if left <= 0:
-                self.limit_hits["agent_timeout"] += 1
-                return ExecResult(exit_code=None, output=f"[limit agent_timeout: the task's [agent] timeout_sec of "
-                                  f"{self.task.agent_timeout_s:g} s has passed; no more commands run]",
-                                  timed_out=True, limits=["agent_timeout"])
-            timeout_s = min(timeout_s, left)
+        timeout_s, refused = agent_clock(self, timeout_s)
+        if refused is not None:
+            return refused
         full = dict(self.plan.env) if self.plan else {}
         if self.plan and self.bwrap:
             full["HOME"] = self.home or self.workdir

@@ -58,6 +58,12 @@ class HarborTask:
     verifier_env: dict[str, str]
     config: dict[str, Any]
 
+    def phase_network_mode(self, phase: str) -> str:
+        """The network mode of ``phase`` (``agent`` or ``verifier``): its own ``[agent]``/``[verifier]
+        network_mode`` when set (harbor 0.25.0's phase override), else the environment's ``network_mode``."""
+        mode = (self.config.get(phase) or {}).get("network_mode")
+        return mode if mode in NETWORK_MODES else self.network_mode
+
     @property
     def dockerfile(self) -> Path:
         return self.path / "environment" / "Dockerfile"

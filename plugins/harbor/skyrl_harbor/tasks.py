@@ -30,21 +30,22 @@ def sample_tasks() -> str:
     return str(resources.files(__package__).joinpath("sample_tasks"))
 
 
-def load(spec: DataSpec) -> list[Instance]:
-    """The instances under ``spec.path`` (sorted by directory). Raises HarborTaskError when ``path`` holds no
-    task, or a task is bad; HarborEnvironmentError for a task the sandbox cannot run unless
-    ``options.skip_unrunnable``."""
+def _load(spec: DataSpec, check, refused: type) -> list[Instance]:
+    """The instances under ``spec.path`` (sorted by directory; the sample tasks without one) whose task passes
+    ``check(task)``; a task it refuses with ``refused`` fails the load unless ``options.skip_unrunnable`` (then it
+    is left out and logged). Raises HarborTaskError when ``path`` holds no task, a task is bad, or two share a
+    name."""
     skip = bool(spec.options.get("skip_unrunnable", False))
     instances, seen = [], set()
     root = spec.path or sample_tasks()
     for directory in find_task_dirs(root):
         task = load_task(directory)
         try:
-            sandbox_plan(task)
-        except HarborEnvironmentError as exc:
+            check(task)
+        except refused as exc:
             if not skip:
                 raise
-            log.warning("skipping %s: %s", task.name, exc)
+            log.warning("skipping %s (%s): %s", task.name, getattr(exc, "reason", "not runnable"), exc)
             continue
         if task.name in seen:
             raise HarborTaskError(f"{directory / 'task.toml'}: task name '{task.name}' is used by another task "
@@ -52,6 +53,27 @@ def load(spec: DataSpec) -> list[Instance]:
         seen.add(task.name)
         instances.append(Instance(id=task.name, data={"path": str(task.path)}))
     return instances
+
+
+def load(spec: DataSpec) -> list[Instance]:
+    """The instances under ``spec.path`` (see :func:`_load`); HarborEnvironmentError for a task the sandbox
+    cannot run unless ``options.skip_unrunnable``."""
+    return _load(spec, sandbox_plan, HarborEnvironmentError)
+
+
+def load_docker(spec: DataSpec) -> list[Instance]:
+    """The instances under ``spec.path`` for the docker path (see :func:`_load`): every task whose Dockerfile's
+    bases map to a local one (:func:`skyrl_harbor.images.rewrite_dockerfile`, the substitution logged); images
+    are built when a runtime first needs them. ImageBuildError (``base-unmapped``, ``no-dockerfile``) unless
+    ``options.skip_unrunnable``; RuntimeError naming the fix when skyrl-swe is not installed."""
+    from .images import ImageBuildError, rewrite_dockerfile, swe_images
+
+    swe_images()
+
+    def check(task):
+        log.info("task %s: %s", task.name, "; ".join(rewrite_dockerfile(task)[1]))
+
+    return _load(spec, check, ImageBuildError)
 
 
 def build_instructions(instance: Instance, task: Task) -> list[dict]:
@@ -69,4 +91,16 @@ harbor_task = Task(
     tools=("terminal", "finish"),
     verifier="harbor_tests",
     runtime="harbor_sandbox",
+)
+
+harbor_docker_task = Task(
+    name="harbor_docker",
+    description="Harbor / Terminal-Bench task directories in their own Docker image, built here with the FROM "
+                "mapped to a local Debian base (named in the log); scored by the task's tests/test.sh in a fresh "
+                "container.",
+    load=load_docker,
+    instruction_builder="harbor",
+    tools=("terminal", "finish"),
+    verifier="harbor_tests",
+    runtime="harbor_docker",
 )

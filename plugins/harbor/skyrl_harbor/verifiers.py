@@ -104,6 +104,8 @@ async def run_tests(instance: Instance, workspace: Path | None, spec: RuntimeSpe
     fresh ``harbor_sandbox``; ``reward`` as :func:`read_reward`, ``metrics`` with the exit code, the seconds the
     run took and the reward file read. Unverifiable when the sandbox cannot start; tampered when the reward file
     is forged."""
+    if spec is not None and spec.type == "harbor_docker":
+        return await run_tests_docker(instance, workspace, spec)
     task = await asyncio.to_thread(load_task, instance.data["path"])
     base = spec or RuntimeSpec(type=HarborSandbox.name)
     vspec = attrs.evolve(base, type=HarborSandbox.name, source=str(workspace) if workspace else None,
@@ -116,30 +118,81 @@ async def run_tests(instance: Instance, workspace: Path | None, spec: RuntimeSpe
             await runtime.prepare(instance, agent_deadline=False)
         except Exception as exc:  # noqa: BLE001 - the infrastructure, not the agent: no verdict
             return VerifierResult.unverifiable(f"the verifier's sandbox did not start: {exc}")
-        tests, logs = private / "tests", private / "logs" / "verifier"
-        await asyncio.to_thread(shutil.copytree, task.tests_dir, tests, symlinks=False)
-        logs.mkdir(parents=True)
-        for root, dirs, files in os.walk(tests):  # readable by the sandbox's user; executables (and .sh) runnable
-            for name in dirs + files:
-                path = Path(root, name)
-                runnable = name in dirs or name.endswith(".sh") or path.stat().st_mode & 0o111
-                os.chmod(path, 0o755 if runnable else 0o644)
-        os.chmod(tests, 0o755)
+        tests, logs = await asyncio.to_thread(_private_tests, task, private)
         _open_to(logs, runtime._drop, 0o755)
         runtime.mounts = [(str(tests), "/tests", False), (str(logs), "/logs/verifier", True)]
         runtime.home = "/tmp"  # the agent's HOME was its workspace: its ~/.local, ~/.bashrc... stay unread
         # run as Harbor runs it: the script itself (its shebang picks the interpreter; bash when it has none)
         result = await runtime.exec("/tests/test.sh", timeout_s=task.verifier_timeout_s,
                                     env={"PYTHONNOUSERSITE": "1", **task.verifier_env})
-        metrics: dict[str, Any] = {"test_exit_code": result.exit_code, "test_timed_out": result.timed_out,
-                                   "test_seconds": round(result.duration_s, 2), "test_limits": list(result.limits)}
+        return await _verdict(result, logs)
+    finally:
+        await runtime.close()
+        await asyncio.to_thread(shutil.rmtree, private, True)
+
+
+def _private_tests(task: Any, private: Path) -> tuple[Path, Path]:
+    """A private copy of the task's ``tests/`` (readable by the runtime's user; executables and ``.sh``
+    runnable) and a fresh, empty reward directory: (tests, logs)."""
+    tests, logs = private / "tests", private / "logs" / "verifier"
+    shutil.copytree(task.tests_dir, tests, symlinks=False)
+    logs.mkdir(parents=True)
+    for root, dirs, files in os.walk(tests):
+        for name in dirs + files:
+            path = Path(root, name)
+            runnable = name in dirs or name.endswith(".sh") or path.stat().st_mode & 0o111
+            os.chmod(path, 0o755 if runnable else 0o644)
+    os.chmod(tests, 0o755)
+    return tests, logs
+
+
+async def _verdict(result: Any, logs: Path, **extra: Any) -> VerifierResult:
+    """The verifier's result from the test run's ExecResult and the reward directory (see :func:`read_reward`)."""
+    metrics: dict[str, Any] = {"test_exit_code": result.exit_code, "test_timed_out": result.timed_out,
+                               "test_seconds": round(result.duration_s, 2), "test_limits": list(result.limits),
+                               **extra}
+    try:
+        reward, read = await asyncio.to_thread(read_reward, logs)
+    except Forged as exc:
+        return VerifierResult.tampered(f"the reward file was forged: {exc}", metrics)
+    metrics.update(read)
+    metrics["test_output_tail"] = result.output[-800:]
+    return VerifierResult(reward=reward, metrics=metrics)
+
+
+async def run_tests_docker(instance: Instance, workspace: Path | None, spec: RuntimeSpec,
+                           carried: dict[str, str] | None = None) -> VerifierResult:
+    """:func:`run_tests` on the docker path: a fresh ``harbor_docker`` container from the task's pristine image
+    over a copy of ``workspace`` (None: the image's own WORKDIR, the control) and the directories ``carried`` out
+    of the agent's container ({place: host copy}, mounted there), the tests read-only at ``/tests``,
+    a fresh host directory at ``/logs/verifier``, ``/tests/test.sh`` run as root from the WORKDIR. Every process
+    in the container is killed before the reward is read (nothing the tested code started rewrites it after
+    ``test.sh`` exits). ``metrics["image_substitution"]`` names the local base that stood in for the task's."""
+    from .runtime_docker import docker_runtime_class
+
+    task = await asyncio.to_thread(load_task, instance.data["path"])
+    vspec = attrs.evolve(spec, source=str(workspace) if workspace else None, workspace=None,
+                         cpu_time_s=max(int(spec.cpu_time_s), int(task.verifier_timeout_s)))
+    private = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="skyrl-harbor-verify-"))
+    runtime = docker_runtime_class()(vspec)
+    try:
+        tests, logs = await asyncio.to_thread(_private_tests, task, private)
+        runtime.mounts = [(str(tests), "/tests", False), (str(logs), "/logs/verifier", True),
+                          *((host, place, True) for place, host in (carried or {}).items())]
         try:
-            reward, read = await asyncio.to_thread(read_reward, logs)
-        except Forged as exc:
-            return VerifierResult.tampered(f"the reward file was forged: {exc}", metrics)
-        metrics.update(read)
-        metrics["test_output_tail"] = result.output[-800:]
-        return VerifierResult(reward=reward, metrics=metrics)
+            await runtime.start()
+            await runtime.prepare(instance, agent_deadline=False)
+        except Exception as exc:  # noqa: BLE001 - the infrastructure (engine, image build), not the agent
+            return VerifierResult.unverifiable(f"the verifier's container did not start: {exc}",
+                                               {"build_reason": getattr(exc, "reason", "engine-error")})
+        # as Harbor runs it: by its shebang, bash when it has none
+        runner = ["bash", "-c", 'if head -c2 /tests/test.sh | grep -q "#!"; then exec /tests/test.sh; '
+                                'else exec bash /tests/test.sh; fi']
+        result = await runtime.exec(runner, timeout_s=task.verifier_timeout_s,
+                                    env={"PYTHONNOUSERSITE": "1", **task.verifier_env})
+        await asyncio.to_thread(runtime.container.kill)  # nothing left running writes the reward after test.sh
+        return await _verdict(result, logs, image_substitution=runtime.substitution,
+                              carried=sorted(carried or {}))
     finally:
         await runtime.close()
         await asyncio.to_thread(shutil.rmtree, private, True)
@@ -149,6 +202,10 @@ async def harbor_tests(trajectory: Any, runtime: Any, instance: Instance) -> Ver
     """Verifier ``harbor_tests``: the task's tests on a copy of the trajectory's workspace (see the module doc).
     Unverifiable when the trajectory has no ``harbor_sandbox`` workspace to copy."""
     workspace = getattr(runtime, "workspace", None)
+    if getattr(runtime, "name", None) == "harbor_docker" and workspace is not None:
+        spec = attrs.evolve(runtime.spec, source=None, workspace=None)
+        carried = await asyncio.to_thread(runtime.carry_out)
+        return await run_tests_docker(instance, Path(workspace), spec, carried)
     if not isinstance(runtime, HarborSandbox) or workspace is None:
         return VerifierResult.unverifiable(f"harbor_tests needs the trajectory's harbor_sandbox runtime "
                                            f"(got {type(runtime).__name__})")

@@ -1,6 +1,7 @@
 """skyrl-harbor: found through its entry point; task directories parsed, bad ones refused naming the file; the
 Dockerfile rule for the sandbox; the runtime laid out as the task's image, with the task's limits."""
 
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -28,9 +29,11 @@ def test_listed_by_skyrl_plugins_with_its_capabilities():
     assert not plugin.get("error"), plugin.get("error")
     caps = plugin["capabilities"]
     assert caps["tools"] == ["terminal"]
-    assert caps["tasks"] == ["harbor"]
+    assert caps["tasks"] == ["harbor", "harbor_docker"]
     assert caps["verifiers"] == ["harbor_tests"]
-    assert caps["runtimes"] == ["harbor_sandbox"]
+    # the docker runtime is skyrl-swe's, laid out for Harbor: registered where skyrl-swe is installed
+    docker = ["harbor_docker"] if importlib.util.find_spec("skyrl_swe") else []
+    assert caps["runtimes"] == ["harbor_sandbox", *docker]
 
 
 def test_sample_tasks_parse_with_their_timeouts_and_limits():
