@@ -12,7 +12,7 @@ import pytest
 CORE = Path(__file__).resolve().parents[1] / "skyrl_core"
 
 BUILTIN_HOMES = ("skyrl_core.default_plugins.trainer", "skyrl_core.default_plugins.viewer",
-                 "skyrl_core.default_plugins.curation", "skyrl_core.default_plugins.eval_command",
+                 "skyrl_core.default_plugins.curation", "skyrl_core.default_plugins.eval",
                  "skyrl_core.default_plugins.dispatchers.stage_costs", "skyrl_core.default_plugins.engines.models")
 
 
@@ -42,7 +42,7 @@ def test_no_core_module_imports_what_moved_to_the_builtin_plugins():
             offenders[str(rel)] = bad
     assert not offenders, offenders
     # the scan sees a function-level import: the eval command imports the train console inside its function
-    assert "skyrl_core.default_plugins.trainer.train_command" in imports(CORE / "default_plugins/eval_command.py")
+    assert "skyrl_core.default_plugins.trainer.train_command" in imports(CORE / "default_plugins/eval/__init__.py")
 
 
 @pytest.mark.parametrize("old", ["trainer", "costs.py", "report.py", "models.py", "curate.py",
@@ -63,5 +63,5 @@ def test_the_builtins_register_what_the_core_asks_for_by_name():
     assert {by_plugin["advantage_estimators"][n] for n in ("rloo", "grpo", "none")} == {"builtin:trainer"}
     assert by_plugin["commands"]["train"] == "builtin:trainer"
     assert by_plugin["eval_writers"]["trajectories_html"] == "builtin:viewer"
-    assert by_plugin["commands"]["eval"] == "builtin:eval_command"
+    assert by_plugin["commands"]["eval"] == "builtin:eval"
     assert by_plugin["commands"]["curate"] == "builtin:curation"

@@ -298,7 +298,7 @@ def test_hook_register_loggers(fake, tmp_path):
 
 def test_hook_register_eval_writers(fake, tmp_path):
     from skyrl_core.config import Config
-    from skyrl_core.evaluate import write_outputs
+    from skyrl_core.default_plugins.eval.run import write_outputs
     from skyrl_core.transitions import Trajectory
 
     assert "answers_csv" in fake.registry.names("eval_writers")

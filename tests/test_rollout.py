@@ -311,7 +311,7 @@ async def test_non_finite_and_non_numeric_rewards_end_their_trajectory_error_eva
 async def test_verifier_outcomes_scored_tampered_and_unverifiable(registry, engine):
     """The outcome contract (docs/runtimes.md): tampered trains at reward 0 with its reason; unverifiable is
     error_eval, loss-masked and counted, never a 0 trained as a negative example."""
-    from skyrl_core.evaluate import eval_metrics
+    from skyrl_core.default_plugins.eval.run import eval_metrics
     from skyrl_core.postprocess import build_training_batch
     from skyrl_core.training import trajectory_summary
 
