@@ -134,6 +134,13 @@ class EvalWriter(Protocol):
     def __call__(self, output_dir: Any, trajectories: list, config: Any) -> dict: ...
 
 
+@runtime_checkable
+class ConfigSource(Protocol):
+    """``(name: str) -> Path | None``: the config file ``name`` stands for, None when not this source's name."""
+
+    def __call__(self, name: str) -> Any: ...
+
+
 # -- optional members and their defaults -----------------------------------------------------------------------
 def _tool_call_tag(name: str, arguments: dict) -> str:
     """The default ``format_call``: a Hermes ``<tool_call>`` tag around the call's JSON."""
@@ -186,6 +193,7 @@ CONTRACTS: dict[str, Contract] = {
     "loggers": Contract("register_loggers", "logger", "class_or_factory", MetricLogger, 2, LOGGER_OPTIONAL),
     "eval_writers": Contract("register_eval_writers", "eval writer", "callable", EvalWriter, 3),
     "placements": Contract("register_placements", "placement", "object", Placement),
+    "config_sources": Contract("register_config_sources", "config source", "callable", ConfigSource, 1),
 }
 
 

@@ -50,6 +50,7 @@ DEFAULT_PLUGINS = (
     "skyrl_core.default_plugins.curation",
     "skyrl_core.default_plugins.viewer",
     "skyrl_core.default_plugins.catalog",
+    "skyrl_core.default_plugins.example_configs",
     "skyrl_core.default_plugins.scaffold",
 )
 

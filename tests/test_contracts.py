@@ -80,6 +80,7 @@ CASES = {
     "policy_losses": (loss, lambda logprobs, mask: 0.0, "cannot be called with 5 positional arguments"),
     "loggers": (MemoryLogger, LogOnly, "which lacks close"),
     "eval_writers": (lambda output_dir, trajectories, config: {}, {"answers": "x"}, "which is not callable"),
+    "config_sources": (lambda name: None, lambda: None, "cannot be called with 1 positional argument"),
     "placements": (LocalPlacement(), types.SimpleNamespace(name="half", check=lambda config: None),
                    "which lacks place_task, place_engine"),
 }

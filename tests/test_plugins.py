@@ -150,6 +150,10 @@ class FakePlugin:
 
         register(LocalPlacement(), name="fake_placement")
 
+    @hookimpl
+    def register_config_sources(self, register):
+        register(lambda name: None, name="fake_configs")
+
 
 class MemoryLogger:
     """A logger plugin: keeps the records it is given (and can be told to fail)."""
