@@ -508,7 +508,7 @@ def task_sampling_config(config: Config, index: int) -> SamplingConfig:
 
 
 def validate_values(config: Config) -> None:
-    """Range checks the types cannot express."""
+    """Range checks the types cannot express, then every registered config check (``register_config_checks``)."""
     for i in range(len(config.tasks)):  # per-task overrides: unknown keys and wrong types fail at load time
         task_agent_config(config, i)
         task_sampling_config(config, i)
@@ -531,9 +531,10 @@ def validate_values(config: Config) -> None:
     for key, ok, valid in checks:
         if not ok:
             raise ConfigError(f"config key '{key}' must be {valid}")
-    from .scale_out import validate_engine_replicas
+    from .plugins import get_registry
 
-    validate_engine_replicas(config.engine)
+    for reg in get_registry().items("config_checks"):  # the keys a built-in or plugin reads: it checks them
+        reg.obj(config)
 
 
 def _from_config_sources(name: str) -> Path | None:

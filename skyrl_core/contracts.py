@@ -135,6 +135,13 @@ class EvalWriter(Protocol):
 
 
 @runtime_checkable
+class ConfigCheck(Protocol):
+    """``(config: Config) -> None``: raise ConfigError naming the key that is wrong and what would be valid."""
+
+    def __call__(self, config: Any) -> None: ...
+
+
+@runtime_checkable
 class ConfigSource(Protocol):
     """``(name: str) -> Path | None``: the config file ``name`` stands for, None when not this source's name."""
 
@@ -193,6 +200,7 @@ CONTRACTS: dict[str, Contract] = {
     "loggers": Contract("register_loggers", "logger", "class_or_factory", MetricLogger, 2, LOGGER_OPTIONAL),
     "eval_writers": Contract("register_eval_writers", "eval writer", "callable", EvalWriter, 3),
     "placements": Contract("register_placements", "placement", "object", Placement),
+    "config_checks": Contract("register_config_checks", "config check", "callable", ConfigCheck, 1),
     "config_sources": Contract("register_config_sources", "config source", "callable", ConfigSource, 1),
 }
 
