@@ -56,8 +56,9 @@ class ToolCallParser(Protocol):
     (``PARSER_OPTIONAL``): ``name``, ``format_call(name, arguments) -> str`` (how a call is written for this parser:
     demonstrations, corrective examples), ``tools_prompt`` (None, or ``(tool_schemas) -> str`` for a parser that
     describes the tools itself), ``stop`` (extra stop strings), ``keep_special_tokens`` (decode generations with
-    special tokens kept), ``needs_tool_schemas`` (``parse`` takes ``tool_schemas=``) and ``reads_formats`` (the call
-    formats of ``parsers.detect.FORMAT_MARKERS`` it reads)."""
+    special tokens kept), ``needs_tool_schemas`` (``parse`` takes ``tool_schemas=``), ``reads_formats`` (the call
+    formats of ``parsers.detect.FORMAT_MARKERS`` it reads) and ``for_model`` (``(tokenizer) -> (name, why)`` on a
+    stand-in such as ``auto``: the registered parser a model's run uses instead)."""
 
     def parse(self, text: str, finish_reason: str) -> Any: ...
 
@@ -155,7 +156,8 @@ def _tool_call_tag(name: str, arguments: dict) -> str:
 
 
 PARSER_OPTIONAL: dict[str, Any] = {"name": None, "format_call": _tool_call_tag, "tools_prompt": None, "stop": (),
-                                   "keep_special_tokens": False, "needs_tool_schemas": False, "reads_formats": ()}
+                                   "keep_special_tokens": False, "needs_tool_schemas": False, "reads_formats": (),
+                                   "for_model": None}
 RUNTIME_OPTIONAL: dict[str, Any] = {"prepare": None, "limit_hits": None}
 DISPATCHER_OPTIONAL: dict[str, Any] = {"session_memory": None}
 TASK_OPTIONAL: dict[str, Any] = {"content_fields": (), "harness": None}
