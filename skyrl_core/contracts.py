@@ -81,7 +81,8 @@ class InferenceEngine(Protocol):
 @runtime_checkable
 class Runtime(Protocol):
     """Constructed as ``(RuntimeSpec)``; async ``start()``, ``exec(command, timeout_s, stdin, env) -> ExecResult``,
-    ``close()`` (base: :class:`skyrl_core.runtime.Runtime`)."""
+    ``close()`` (base: :class:`skyrl_core.runtime.Runtime`). Optional (``RUNTIME_OPTIONAL``): ``prepare``,
+    ``limit_hits`` and, on the class, ``unavailable() -> str | None`` (why it cannot start on this host)."""
 
     async def start(self) -> None: ...
 
@@ -158,7 +159,7 @@ def _tool_call_tag(name: str, arguments: dict) -> str:
 PARSER_OPTIONAL: dict[str, Any] = {"name": None, "format_call": _tool_call_tag, "tools_prompt": None, "stop": (),
                                    "keep_special_tokens": False, "needs_tool_schemas": False, "reads_formats": (),
                                    "for_model": None}
-RUNTIME_OPTIONAL: dict[str, Any] = {"prepare": None, "limit_hits": None}
+RUNTIME_OPTIONAL: dict[str, Any] = {"prepare": None, "limit_hits": None, "unavailable": None}
 DISPATCHER_OPTIONAL: dict[str, Any] = {"session_memory": None}
 TASK_OPTIONAL: dict[str, Any] = {"content_fields": (), "harness": None}
 LOGGER_OPTIONAL: dict[str, Any] = {"truncate_after": None}
