@@ -23,7 +23,6 @@ import yaml
 
 from .errors import ConfigError
 from .overrides import check_overrides
-from .examples import is_example_name, resolve_example
 from .runtime import RuntimeSpec
 from .tasks import DataSpec
 
@@ -509,7 +508,7 @@ def task_sampling_config(config: Config, index: int) -> SamplingConfig:
 
 
 def validate_values(config: Config) -> None:
-    """Range checks the types cannot express."""
+    """Range checks the types cannot express, then every registered config check (``register_config_checks``)."""
     for i in range(len(config.tasks)):  # per-task overrides: unknown keys and wrong types fail at load time
         task_agent_config(config, i)
         task_sampling_config(config, i)
@@ -532,22 +531,36 @@ def validate_values(config: Config) -> None:
     for key, ok, valid in checks:
         if not ok:
             raise ConfigError(f"config key '{key}' must be {valid}")
-    from .scale_out import validate_engine_replicas
+    from .plugins import get_registry
 
-    validate_engine_replicas(config.engine)
+    for reg in get_registry().items("config_checks"):  # the keys a built-in or plugin reads: it checks them
+        reg.obj(config)
+
+
+def _from_config_sources(name: str) -> Path | None:
+    """The file the first registered config source that knows ``name`` gives, or None (a source's ConfigError,
+    naming what it has, propagates)."""
+    from .plugins import get_registry
+
+    for reg in get_registry().items("config_sources"):
+        found = reg.obj(name)
+        if found is not None:
+            return Path(found)
+    return None
 
 
 def load_config(path: str | os.PathLike | None, overrides: list[str] | tuple[str, ...] = (),
                 command: str | None = None) -> Config:
     """Read a YAML config (or the built-in defaults when ``path`` is None) and apply overrides. With
     ``command`` (``"eval"``/``"train"``), overrides that cannot affect that command are first refused or
-    logged as warnings (:func:`skyrl_core.overrides.check_overrides`). ``path`` may name an example an installed plugin ships
-    (``deep-research:hotpotqa``; :mod:`skyrl_core.examples`)."""
+    logged as warnings (:func:`skyrl_core.overrides.check_overrides`). A ``path`` that is no file is looked up in
+    the registered config sources (``register_config_sources``; the built-in one finds an example an installed
+    plugin ships, ``deep-research:hotpotqa``)."""
     data: Any = {}
     if path is not None:
         p = Path(path)
-        if not p.is_file() and is_example_name(str(path)):
-            p = path = resolve_example(str(path))
+        if not p.is_file():
+            p = path = _from_config_sources(str(path)) or p
         if not p.is_file():
             raise ConfigError(f"config file '{path}' does not exist")
         try:

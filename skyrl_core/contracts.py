@@ -56,8 +56,9 @@ class ToolCallParser(Protocol):
     (``PARSER_OPTIONAL``): ``name``, ``format_call(name, arguments) -> str`` (how a call is written for this parser:
     demonstrations, corrective examples), ``tools_prompt`` (None, or ``(tool_schemas) -> str`` for a parser that
     describes the tools itself), ``stop`` (extra stop strings), ``keep_special_tokens`` (decode generations with
-    special tokens kept), ``needs_tool_schemas`` (``parse`` takes ``tool_schemas=``) and ``reads_formats`` (the call
-    formats of ``parsers.detect.FORMAT_MARKERS`` it reads)."""
+    special tokens kept), ``needs_tool_schemas`` (``parse`` takes ``tool_schemas=``), ``reads_formats`` (the call
+    formats of ``parsers.detect.FORMAT_MARKERS`` it reads) and ``for_model`` (``(tokenizer) -> (name, why)`` on a
+    stand-in such as ``auto``: the registered parser a model's run uses instead)."""
 
     def parse(self, text: str, finish_reason: str) -> Any: ...
 
@@ -80,7 +81,8 @@ class InferenceEngine(Protocol):
 @runtime_checkable
 class Runtime(Protocol):
     """Constructed as ``(RuntimeSpec)``; async ``start()``, ``exec(command, timeout_s, stdin, env) -> ExecResult``,
-    ``close()`` (base: :class:`skyrl_core.runtime.Runtime`)."""
+    ``close()`` (base: :class:`skyrl_core.runtime.Runtime`). Optional (``RUNTIME_OPTIONAL``): ``prepare``,
+    ``limit_hits`` and, on the class, ``unavailable() -> str | None`` (why it cannot start on this host)."""
 
     async def start(self) -> None: ...
 
@@ -134,6 +136,20 @@ class EvalWriter(Protocol):
     def __call__(self, output_dir: Any, trajectories: list, config: Any) -> dict: ...
 
 
+@runtime_checkable
+class ConfigCheck(Protocol):
+    """``(config: Config) -> None``: raise ConfigError naming the key that is wrong and what would be valid."""
+
+    def __call__(self, config: Any) -> None: ...
+
+
+@runtime_checkable
+class ConfigSource(Protocol):
+    """``(name: str) -> Path | None``: the config file ``name`` stands for, None when not this source's name."""
+
+    def __call__(self, name: str) -> Any: ...
+
+
 # -- optional members and their defaults -----------------------------------------------------------------------
 def _tool_call_tag(name: str, arguments: dict) -> str:
     """The default ``format_call``: a Hermes ``<tool_call>`` tag around the call's JSON."""
@@ -141,8 +157,9 @@ def _tool_call_tag(name: str, arguments: dict) -> str:
 
 
 PARSER_OPTIONAL: dict[str, Any] = {"name": None, "format_call": _tool_call_tag, "tools_prompt": None, "stop": (),
-                                   "keep_special_tokens": False, "needs_tool_schemas": False, "reads_formats": ()}
-RUNTIME_OPTIONAL: dict[str, Any] = {"prepare": None, "limit_hits": None}
+                                   "keep_special_tokens": False, "needs_tool_schemas": False, "reads_formats": (),
+                                   "for_model": None}
+RUNTIME_OPTIONAL: dict[str, Any] = {"prepare": None, "limit_hits": None, "unavailable": None}
 DISPATCHER_OPTIONAL: dict[str, Any] = {"session_memory": None}
 TASK_OPTIONAL: dict[str, Any] = {"content_fields": (), "harness": None}
 LOGGER_OPTIONAL: dict[str, Any] = {"truncate_after": None}
@@ -186,6 +203,8 @@ CONTRACTS: dict[str, Contract] = {
     "loggers": Contract("register_loggers", "logger", "class_or_factory", MetricLogger, 2, LOGGER_OPTIONAL),
     "eval_writers": Contract("register_eval_writers", "eval writer", "callable", EvalWriter, 3),
     "placements": Contract("register_placements", "placement", "object", Placement),
+    "config_checks": Contract("register_config_checks", "config check", "callable", ConfigCheck, 1),
+    "config_sources": Contract("register_config_sources", "config source", "callable", ConfigSource, 1),
 }
 
 

@@ -80,5 +80,15 @@ def register_eval_writers(register):
 
 
 @hookspec
+def register_config_checks(register):
+    """Register config checks ``(Config) -> None`` raising ConfigError: a built-in's or plugin's keys, at load."""
+
+
+@hookspec
+def register_config_sources(register):
+    """Register config sources ``(name) -> Path | None``: where a config named by other than a file path is."""
+
+
+@hookspec
 def register_placements(register):
     """Register placements (skyrl_core.placement.Placement): where runtimes, tools, verifiers and engine replicas run."""

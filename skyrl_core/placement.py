@@ -1,7 +1,8 @@
 """Placements: where a task's runtimes (with its tools and verifier) and the engine's replicas live.
 
 ``tasks.N.runtime.placement: NAME`` and ``engine.placement: NAME`` name a placement registered through the
-``register_placements`` hook; ``local`` (this process, the objects unchanged) is the built-in default. A
+``register_placements`` hook; ``local`` (this process, the objects unchanged; the runtimes built-in's
+``LocalPlacement``) is the default. A
 placement plugin (``plugins/ray``: Ray actors) returns *placed* versions of what it is given, and the rollout
 uses them exactly as it would the local ones. Settings of its own go under ``plugins.<name>`` in the config
 (a mapping the core leaves to the plugin) and in the generic keys ``tasks.N.runtime.resources``,
@@ -10,12 +11,9 @@ uses them exactly as it would the local ones. Settings of its own go under ``plu
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, Awaitable, Callable, Protocol, runtime_checkable
 
 import attrs
-
-from .errors import ConfigError
 
 
 async def _nothing() -> None:
@@ -51,39 +49,6 @@ class Placement(Protocol):
                    verifier_name: str, config: Any) -> PlacedTask: ...
 
     async def place_engine(self, factory: Callable, configs: list[Any]) -> list[Any]: ...
-
-
-class LocalPlacement:
-    """``placement: local``: runtimes and engines in this process, unchanged. Takes no ``resources`` or
-    ``max_actors`` (ConfigError naming the key)."""
-
-    name = "local"
-
-    def check(self, config: Any) -> None:
-        for i, tc in enumerate(config.tasks):
-            rt = tc.runtime
-            if rt is not None and rt.placement == "local" and (rt.resources or rt.max_actors is not None):
-                key = "resources" if rt.resources else "max_actors"
-                raise ConfigError(f"config key 'tasks.{i}.runtime.{key}' only applies with a placement other than "
-                                  f"local (such as ray, from the skyrl-ray plugin); the runtime is placed locally")
-        if config.engine.placement == "local" and config.engine.resources:
-            raise ConfigError("config key 'engine.resources' only applies with a placement other than local "
-                              "(such as engine.placement: ray, from the skyrl-ray plugin)")
-
-    def place_task(self, spec: Any, runtime_cls: Callable, tools: dict[str, Any], verifier: Callable,
-                   verifier_name: str, config: Any) -> PlacedTask:
-        return PlacedTask(tools=tools, verifier=verifier, runtime_cls=runtime_cls)
-
-    async def place_engine(self, factory: Callable, configs: list[Any]) -> list[Any]:
-        """Each replica built in a worker thread, one after the other (a model load blocks)."""
-        replicas: list[Any] = []
-        try:
-            for cfg in configs:
-                replicas.append(await asyncio.to_thread(factory, cfg))
-        except BaseException:
-            await asyncio.gather(*(r.close() for r in replicas), return_exceptions=True)
-            raise
-        return replicas
 
 
 def named_placements(config: Any, registry: Any) -> list[str]:

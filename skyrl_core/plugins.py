@@ -46,10 +46,11 @@ DEFAULT_PLUGINS = (
     "skyrl_core.default_plugins.bench",
     "skyrl_core.default_plugins.gsm8k",
     "skyrl_core.default_plugins.trainer",
-    "skyrl_core.default_plugins.eval_command",
+    "skyrl_core.default_plugins.eval",
     "skyrl_core.default_plugins.curation",
     "skyrl_core.default_plugins.viewer",
     "skyrl_core.default_plugins.catalog",
+    "skyrl_core.default_plugins.example_configs",
     "skyrl_core.default_plugins.scaffold",
 )
 

@@ -441,13 +441,15 @@ class RolloutSession:
         return self._harnesses
 
     def _parser(self, name: str) -> Any:
-        if name == "auto":  # the model's own format: its chat template's call markers, else its name
-            from .default_plugins.parsers.detect import parser_for_model
-
-            name, why = parser_for_model(self.engine.tokenizer)
-            log.info("agent.parser auto: using parser '%s' (%s)", name, why)
         parser = self.registry.get("parsers", name)
-        return parser() if isinstance(parser, type) else parser
+        parser = parser() if isinstance(parser, type) else parser
+        for_model = member(parser, "parsers", "for_model")
+        if for_model is not None:  # a stand-in (the built-in ``auto``) that names the parser for this model
+            chosen, why = for_model(self.engine.tokenizer)
+            log.info("agent.parser %s: using parser '%s' (%s)", name, chosen, why)
+            parser = self.registry.get("parsers", chosen)
+            parser = parser() if isinstance(parser, type) else parser
+        return parser
 
     def _resolve(self, tc: Any) -> _Resolved:
         key = id(tc)

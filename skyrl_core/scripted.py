@@ -8,12 +8,11 @@ verifier), not any policy's quality, and it cannot learn: a weight update has no
 - it subclasses :class:`ScriptedPolicy`; the registry refuses it as an inference engine (``skyrl plugins`` never
   lists it, no ``engine.type`` names it), and :func:`refuse_scripted_policy` stops a training run that is handed
   one (``skyrl train`` never is);
-- its plugin runs it with a ``scaffold-check`` command (:func:`skyrl_core.scaffold_check.scaffold_check_command`),
-  whose ``metrics.json`` carries ``scaffold_check`` naming the policy, and whose figures are reported as scaffold
-  checks, not scores.
+- its plugin runs it with a ``scaffold-check`` command (``scaffold_check_command`` of the built-in eval plugin,
+  ``skyrl_core/default_plugins/eval/scaffold_check.py``), whose ``metrics.json`` carries ``scaffold_check`` naming
+  the policy, and whose figures are reported as scaffold checks, not scores.
 
-A leaf under the eval: ``skyrl_core.evaluate`` imports :data:`SCAFFOLD_NOTE` from here, so the command that runs
-an eval lives in :mod:`skyrl_core.scaffold_check`, above both (no import circle).
+A leaf: the built-in eval imports :data:`SCAFFOLD_NOTE` from here; the core never imports the eval.
 """
 
 from __future__ import annotations

@@ -25,11 +25,13 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def require_sandbox() -> None:
-    """Skip the calling test when the bubblewrap sandbox cannot start (naming why), or fail it when
-    ``SKYRL_REQUIRE_SANDBOX=1``."""
-    from .default_plugins.runtimes.sandbox import bubblewrap_problem
+    """Skip the calling test when the registered ``sandbox`` runtime cannot start (naming why: its ``unavailable``,
+    :mod:`skyrl_core.contracts`), or fail it when ``SKYRL_REQUIRE_SANDBOX=1``."""
+    from .contracts import member
+    from .plugins import get_registry
 
-    problem = bubblewrap_problem()
+    unavailable = member(get_registry().get("runtimes", "sandbox"), "runtimes", "unavailable")
+    problem = unavailable() if unavailable is not None else None
     if problem:
         if os.environ.get("SKYRL_REQUIRE_SANDBOX") == "1":
             pytest.fail(f"SKYRL_REQUIRE_SANDBOX=1 but the sandbox is unavailable: {problem}")

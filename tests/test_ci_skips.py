@@ -110,9 +110,11 @@ def test_no_test_needs_a_gpu_ci_never_has():
 
 
 def test_require_sandbox_fails_when_ci_requires_the_sandbox(monkeypatch):
-    from skyrl_core.default_plugins.runtimes import sandbox
+    from skyrl_core.default_plugins.runtimes.sandbox import LocalSandbox
 
-    monkeypatch.setattr(sandbox, "bubblewrap_problem", lambda: "bwrap: setting up uid map: Permission denied")
+    # the registered sandbox runtime's contract member says why it cannot start
+    problem = "bwrap: setting up uid map: Permission denied"
+    monkeypatch.setattr(LocalSandbox, "unavailable", staticmethod(lambda: problem))
     monkeypatch.setenv("SKYRL_REQUIRE_SANDBOX", "1")
     with pytest.raises(pytest.fail.Exception, match="SKYRL_REQUIRE_SANDBOX=1 but the sandbox is unavailable: bwrap"):
         require_sandbox()

@@ -146,13 +146,12 @@ def test_terminal_table_keeps_names_whole(plugins, monkeypatch):
 
     from rich.console import Console
 
-    from skyrl_core import cli
-    from skyrl_core.default_plugins import catalog
+    from skyrl_core.default_plugins.catalog import commands, tables
 
     plugins.register_plugin(_long_name_plugin(), "long_names")
     buffer = io.StringIO()
-    monkeypatch.setattr(cli, "console", Console(file=buffer, force_terminal=True, width=80, color_system=None))
-    catalog.tools_list(type("Ctx", (), {"invoked_subcommand": None})(), as_json=False)
+    monkeypatch.setattr(tables, "console", Console(file=buffer, force_terminal=True, width=80, color_system=None))
+    commands.tools_list(type("Ctx", (), {"invoked_subcommand": None})(), as_json=False)
     assert "str_replace_editor_with_a_long_name" in buffer.getvalue()  # one piece, though the table is 80 wide
 
 

@@ -11,7 +11,7 @@ import pytest
 from skyrl_core import Task, Tool, ToolResult, hookimpl
 from skyrl_core.backends import Backend
 from skyrl_core.contracts import CONTRACTS, ToolCallParser, member
-from skyrl_core.placement import LocalPlacement
+from skyrl_core.default_plugins.runtimes.placement import LocalPlacement
 from skyrl_core.registry import KINDS
 from skyrl_core.tasks import Instance
 
@@ -80,6 +80,8 @@ CASES = {
     "policy_losses": (loss, lambda logprobs, mask: 0.0, "cannot be called with 5 positional arguments"),
     "loggers": (MemoryLogger, LogOnly, "which lacks close"),
     "eval_writers": (lambda output_dir, trajectories, config: {}, {"answers": "x"}, "which is not callable"),
+    "config_checks": (lambda config: None, "top_k", "which is not callable"),
+    "config_sources": (lambda name: None, lambda: None, "cannot be called with 1 positional argument"),
     "placements": (LocalPlacement(), types.SimpleNamespace(name="half", check=lambda config: None),
                    "which lacks place_task, place_engine"),
 }

@@ -1,5 +1,6 @@
 """What left the core in #29 (the local trainer's pieces, the stage-cost memory, the viewer, model resolution,
-curation, the eval command) lives in built-in plugins and is reached through hooks: no core module imports it, at
+curation, the eval, the catalog commands with `skyrl plugins`, example-config resolution, the engine-replica check,
+the local placement) lives in built-in plugins and is reached through hooks: no core module imports it, at
 module level or inside a function, and the old module paths are gone."""
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ import pytest
 CORE = Path(__file__).resolve().parents[1] / "skyrl_core"
 
 BUILTIN_HOMES = ("skyrl_core.default_plugins.trainer", "skyrl_core.default_plugins.viewer",
-                 "skyrl_core.default_plugins.curation", "skyrl_core.default_plugins.eval_command",
-                 "skyrl_core.default_plugins.dispatchers.stage_costs", "skyrl_core.default_plugins.engines.models")
+                 "skyrl_core.default_plugins.curation", "skyrl_core.default_plugins.eval",
+                 "skyrl_core.default_plugins.dispatchers.stage_costs", "skyrl_core.default_plugins.engines.models",
+                 "skyrl_core.default_plugins.catalog", "skyrl_core.default_plugins.example_configs",
+                 "skyrl_core.default_plugins.engines.scale_out", "skyrl_core.default_plugins.runtimes.placement")
 
 
 def imports(path: Path) -> set[str]:
@@ -42,11 +45,13 @@ def test_no_core_module_imports_what_moved_to_the_builtin_plugins():
             offenders[str(rel)] = bad
     assert not offenders, offenders
     # the scan sees a function-level import: the eval command imports the train console inside its function
-    assert "skyrl_core.default_plugins.trainer.train_command" in imports(CORE / "default_plugins/eval_command.py")
+    assert "skyrl_core.default_plugins.trainer.train_command" in imports(CORE / "default_plugins/eval/__init__.py")
 
 
 @pytest.mark.parametrize("old", ["trainer", "costs.py", "report.py", "models.py", "curate.py",
-                                 "default_plugins/rollouts.py", "default_plugins/backends"])
+                                 "default_plugins/rollouts.py", "default_plugins/backends", "evaluate.py",
+                                 "scaffold_check.py", "default_plugins/eval_command.py", "examples.py",
+                                 "scale_out.py", "default_plugins/catalog.py"])
 def test_the_old_module_paths_are_gone(old):
     assert not (CORE / old).exists()  # no shim left behind: nothing was ever published at the old paths
 
@@ -63,5 +68,6 @@ def test_the_builtins_register_what_the_core_asks_for_by_name():
     assert {by_plugin["advantage_estimators"][n] for n in ("rloo", "grpo", "none")} == {"builtin:trainer"}
     assert by_plugin["commands"]["train"] == "builtin:trainer"
     assert by_plugin["eval_writers"]["trajectories_html"] == "builtin:viewer"
-    assert by_plugin["commands"]["eval"] == "builtin:eval_command"
+    assert by_plugin["commands"]["eval"] == "builtin:eval"
     assert by_plugin["commands"]["curate"] == "builtin:curation"
+    assert {by_plugin["commands"][n] for n in ("plugins", "tools", "tasks")} == {"builtin:catalog"}

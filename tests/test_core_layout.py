@@ -101,12 +101,12 @@ def eval_path_sources() -> dict[str, str]:
     import inspect
 
     import skyrl_core.cli
-    import skyrl_core.evaluate
+    import skyrl_core.default_plugins.eval.run
     from skyrl_core.plugins import get_registry
 
     command = get_registry().get("commands", "eval")
     callback = command.registered_commands[0].callback if hasattr(command, "registered_commands") else command.callback
-    modules = [skyrl_core.evaluate, inspect.getmodule(callback), skyrl_core.cli]
+    modules = [skyrl_core.default_plugins.eval.run, inspect.getmodule(callback), skyrl_core.cli]
     return {m.__name__: inspect.getsource(m) for m in modules}
 
 
@@ -114,7 +114,7 @@ def test_the_eval_path_knows_no_benchmark():
     """``skyrl eval``'s code names no benchmark: a benchmark's output formats come from its plugin's eval writer
     (``register_eval_writers``)."""
     sources = eval_path_sources()
-    assert len(sources) == 3 and "skyrl_core.evaluate" in sources
+    assert len(sources) == 3 and "skyrl_core.default_plugins.eval.run" in sources
     found = {name: sorted({m.group(0) for m in BENCHMARK_WORDS.finditer(text)}) for name, text in sources.items()}
     found = {name: words for name, words in found.items() if words}
     assert not found, f"{found}: move these to the benchmark's plugin, behind a hook"

@@ -13,7 +13,7 @@ from skyrl_core.chat import ChatFormat, token_drift
 from skyrl_core.config import AgentConfig
 from skyrl_core.default_plugins.generic_tools import finish_tool
 from skyrl_core.default_plugins.parsers import HermesParser
-from skyrl_core.evaluate import eval_metrics
+from skyrl_core.default_plugins.eval.run import eval_metrics
 from skyrl_core.inference.base import Engine, GenerationOutput, SamplingParams
 from skyrl_core.postprocess import pack_transitions
 from skyrl_core.tools import Tool, ToolContext, ToolResult

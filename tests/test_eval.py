@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from skyrl_core.default_plugins.eval_command import run_problems
+from skyrl_core.default_plugins.eval import run_problems
 from skyrl_core.default_plugins.viewer.render import pick, trajectory_markdown
-from skyrl_core.evaluate import error_messages, eval_metrics, pass_at_k, write_outputs
+from skyrl_core.default_plugins.eval.run import error_messages, eval_metrics, pass_at_k, write_outputs
 from skyrl_core.transitions import Trajectory, Transition
 
 REPO = Path(__file__).resolve().parents[1]
@@ -140,7 +140,7 @@ async def test_a_slow_queue_is_not_a_timeout_only_a_stall_is(tmp_path, tiny_chat
     batch slot with a 2 s limit timed out (the third waits for two whole calls). It bounds a stall now: every
     call is answered, each to its max_tokens."""
     from skyrl_core.config import load_config
-    from skyrl_core.evaluate import run_eval
+    from skyrl_core.default_plugins.eval.run import run_eval
 
     cfg = load_config(str(REPO / "examples" / "gsm8k.yaml"),
                       ["data.limit=3", f"model={tiny_chat_model_dir}", "engine.device=cpu", "engine.max_batch=1",

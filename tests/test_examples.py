@@ -18,7 +18,7 @@ import yaml
 
 from skyrl_core.config import load_config
 from skyrl_core.errors import ConfigError
-from skyrl_core.examples import find_examples, plugin_prefix, resolve_example
+from skyrl_core.default_plugins.example_configs.shipped import find_examples, plugin_prefix, resolve_example
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGINS = sorted(p for p in (ROOT / "plugins").iterdir() if (p / "pyproject.toml").is_file())
@@ -83,6 +83,28 @@ def test_an_unknown_example_names_what_is_shipped():
         load_config("no-such-plugin:x")
     with pytest.raises(ConfigError, match="config file 'no/such.yaml' does not exist"):
         load_config("no/such.yaml")
+
+
+def test_hook_register_config_sources(plugins, tmp_path):
+    """A registered config source resolves a name that is no file; the first that knows it wins, one that returns
+    None passes; a name no source knows is a missing file; the built-in source is registered by the examples
+    built-in, not by the core's config loader."""
+    from skyrl_core.hookspecs import hookimpl
+
+    recipe = tmp_path / "small.yaml"
+    recipe.write_text("train: {steps: 7}\n")
+
+    class Recipes:
+        @hookimpl
+        def register_config_sources(self, register):
+            register(lambda name: recipe if name == "recipe:small" else None, name="recipes")
+
+    plugins.register_plugin(Recipes(), "recipes")
+    assert {r.name: r.plugin for r in plugins.registry.items("config_sources")} == {
+        "recipes": "recipes", "shipped_examples": "builtin:example_configs"}
+    assert load_config("recipe:small").train.steps == 7
+    with pytest.raises(ConfigError, match="config file 'recipe/none.yaml' does not exist"):
+        load_config("recipe/none.yaml")
 
 
 def test_plugins_and_tasks_list_the_examples():

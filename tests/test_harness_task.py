@@ -85,7 +85,7 @@ def eval_config(tmp_path, model_dir, task):
 @pytest.mark.parametrize("task", ["external_cmd", "external_fn"])
 def test_run_eval_runs_a_harness_task_through_the_gateway(plugins, tmp_path, tiny_hf_engine, tiny_chat_model_dir,
                                                           task):
-    from skyrl_core.evaluate import run_eval
+    from skyrl_core.default_plugins.eval.run import run_eval
 
     plugins.register_plugin(ExternalTasks(), "external-tasks")
     SEEN_INSTANCES.clear()

@@ -186,8 +186,8 @@ def test_loads_tolerant():
 
 def test_registered_by_name(plugins):
     registry = plugins.registry
-    assert registry.names("parsers") == ["codeblock", "deepseek_v31", "glm45", "harmony", "hermes", "json", "kimi_k2",
-                                         "mistral_v11", "openai", "qwen3_coder"]
+    assert registry.names("parsers") == ["auto", "codeblock", "deepseek_v31", "glm45", "harmony", "hermes", "json",
+                                         "kimi_k2", "mistral_v11", "openai", "qwen3_coder"]
     assert isinstance(registry.get("parsers", "hermes"), HermesParser)
     assert registry.get("parsers", "openai").name == "openai"
 

@@ -14,7 +14,8 @@ from skyrl_core import hookimpl
 from skyrl_core.config import load_config
 from skyrl_core.errors import ConfigError, UnknownComponentError
 from skyrl_core.inference.base import Engine, GenerationOutput
-from skyrl_core.placement import LocalPlacement, PlacedTask, Placement
+from skyrl_core.default_plugins.runtimes.placement import LocalPlacement
+from skyrl_core.placement import PlacedTask, Placement
 from skyrl_core.rollout import RolloutSession
 from skyrl_core.tools import Tool
 

@@ -15,7 +15,7 @@ from skyrl_core import Task, Tool, ToolResult, VerifierResult, hookimpl
 from skyrl_core.backends import Backend
 from skyrl_core.default_plugins.parsers import ParseResult
 from skyrl_core.dispatchers import Dispatcher
-from skyrl_core.errors import RegistrationError, ToolSchemaError, UnknownComponentError
+from skyrl_core.errors import ConfigError, RegistrationError, ToolSchemaError, UnknownComponentError
 from skyrl_core.plugins import KINDS
 from skyrl_core.runtime import ExecResult, Runtime
 from skyrl_core.tasks import DataSpec, Instance
@@ -146,9 +146,21 @@ class FakePlugin:
 
     @hookimpl
     def register_placements(self, register):
-        from skyrl_core.placement import LocalPlacement
+        from skyrl_core.default_plugins.runtimes.placement import LocalPlacement
 
         register(LocalPlacement(), name="fake_placement")
+
+    @hookimpl
+    def register_config_checks(self, register):
+        def no_huge_batches(config):
+            if (size := config.train.batch_size) > 4096:
+                raise ConfigError(f"config key 'train.batch_size' is at most 4096 here; got {size}")
+
+        register(no_huge_batches, name="fake_check")
+
+    @hookimpl
+    def register_config_sources(self, register):
+        register(lambda name: None, name="fake_configs")
 
 
 class MemoryLogger:
@@ -296,9 +308,22 @@ def test_hook_register_loggers(fake, tmp_path):
         MetricsLogger(tmp_path, LoggingConfig(loggers=["mlflow"]))
 
 
+def test_hook_register_config_checks(fake):
+    """A registered check runs when a config loads, and its ConfigError is the load's; the built-in engines' check
+    of engine.replicas is registered by that built-in, not called by the core's config loader."""
+    from skyrl_core.config import config_from_dict
+
+    assert config_from_dict({"train": {"batch_size": 4096}}).train.batch_size == 4096
+    with pytest.raises(ConfigError, match="'train.batch_size' is at most 4096 here; got 4097"):
+        config_from_dict({"train": {"batch_size": 4097}})
+    assert fake.registry.entries["config_checks"]["engine_replicas"].plugin == "builtin:engines"
+    with pytest.raises(ConfigError, match="config key 'engine.replicas' must be at least 1; got 0"):
+        config_from_dict({"engine": {"replicas": 0}})
+
+
 def test_hook_register_eval_writers(fake, tmp_path):
     from skyrl_core.config import Config
-    from skyrl_core.evaluate import write_outputs
+    from skyrl_core.default_plugins.eval.run import write_outputs
     from skyrl_core.transitions import Trajectory
 
     assert "answers_csv" in fake.registry.names("eval_writers")

@@ -311,7 +311,7 @@ async def test_non_finite_and_non_numeric_rewards_end_their_trajectory_error_eva
 async def test_verifier_outcomes_scored_tampered_and_unverifiable(registry, engine):
     """The outcome contract (docs/runtimes.md): tampered trains at reward 0 with its reason; unverifiable is
     error_eval, loss-masked and counted, never a 0 trained as a negative example."""
-    from skyrl_core.evaluate import eval_metrics
+    from skyrl_core.default_plugins.eval.run import eval_metrics
     from skyrl_core.postprocess import build_training_batch
     from skyrl_core.training import trajectory_summary
 
@@ -400,6 +400,33 @@ async def test_parser_auto_picks_the_models_format(registry, engine, caplog):
     await session.close()
     assert session.parser.name == "hermes"
     assert "agent.parser auto: using parser 'hermes' (the model name" in caplog.text
+
+
+async def test_a_stand_in_parser_names_the_parser_the_model_uses(plugins, engine, caplog):
+    """``auto`` is no special name: any registered parser with the contract's ``for_model`` is a stand-in that
+    the session replaces by the parser it names for the model (the built-in ``auto`` is one)."""
+    from skyrl_core.contracts import member
+
+    class BySize:
+        name = "by_size"
+        parse = staticmethod(lambda text, finish_reason: None)
+        for_model = staticmethod(lambda tokenizer: ("json", f"{len(tokenizer)} tokens"))
+
+    class StandIn:
+        @hookimpl
+        def register_parsers(self, register):
+            register(BySize())
+
+    plugins.register_plugin(FakePlugin(), "fake-rollout-plugin")
+    plugins.register_plugin(StandIn(), "stand-in")
+    assert member(plugins.registry.get("parsers", "auto"), "parsers", "for_model") is not None
+    cfg = config()
+    cfg.agent.parser = "by_size"
+    with caplog.at_level("INFO", logger="skyrl_core.rollout"):
+        session = await RolloutSession.create(cfg, engine=engine, registry=plugins.registry)
+    await session.close()
+    assert type(session.parser).__name__ == "JsonParser"
+    assert f"agent.parser by_size: using parser 'json' ({len(engine.tokenizer)} tokens)" in caplog.text
 
 
 async def test_each_task_has_its_own_parser_agent_and_sampling_settings(registry, engine):

@@ -391,7 +391,7 @@ class LostDuringTests(SweSandbox):
 
 
 async def test_a_runtime_lost_in_both_runs_is_unverifiable_and_masked(project):
-    from skyrl_core.evaluate import outcome_counts
+    from skyrl_core.default_plugins.eval.run import outcome_counts
     from skyrl_core.postprocess import build_training_batch
     from skyrl_core.rollout import apply_verifier_result
     from skyrl_core.tasks import Unverifiable

@@ -40,7 +40,7 @@ def register_tasks(register):
 def register_commands(register):
     import typer
 
-    from skyrl_core.scaffold_check import scaffold_check_command
+    from skyrl_core.default_plugins.eval.scaffold_check import scaffold_check_command
 
     from .oracle import oracle_engine
 

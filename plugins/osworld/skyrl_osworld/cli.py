@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from skyrl_core.scaffold_check import scaffold_check_command
+from skyrl_core.default_plugins.eval.scaffold_check import scaffold_check_command
 
 osworld_app = typer.Typer(help="Computer-use tasks: per-task report of an eval run, MiniWoB++ tasks, OSWorld bridge.",
                           no_args_is_help=True, rich_markup_mode=None)

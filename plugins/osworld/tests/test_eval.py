@@ -16,7 +16,7 @@ EXAMPLE = "osworld:miniwob"  # shipped in skyrl_osworld/examples/, taken by name
 
 
 async def test_scripted_policy_solves_ten_task_types(pools, tmp_path):
-    from skyrl_core.scaffold_check import run_scaffold_check
+    from skyrl_core.default_plugins.eval.scaffold_check import run_scaffold_check
     from skyrl_osworld.scripted import scripted_engine
 
     cfg = load_config(EXAMPLE, ["eval_data.limit=10", "sampling.n_samples=1"])
@@ -39,7 +39,7 @@ async def test_scripted_policy_solves_ten_task_types(pools, tmp_path):
 
 @pytest.mark.parametrize("dispatcher", ["async_batch", "async_batch_bounded", "async_pipeline", "priority"])
 async def test_every_dispatcher_and_the_pool_follows_its_cap(pools, tmp_path, dispatcher):
-    from skyrl_core.scaffold_check import run_scaffold_check
+    from skyrl_core.default_plugins.eval.scaffold_check import run_scaffold_check
     from skyrl_osworld.browser import find_chromium, get_pool
     from skyrl_osworld.scripted import scripted_engine
 

@@ -34,7 +34,7 @@ def screenshots(trajectory: dict) -> list[bytes]:
 async def test_a_text_only_engine_gets_the_stand_in_and_the_view_shows_the_png(pools, tmp_path):
     from PIL import Image
 
-    from skyrl_core.scaffold_check import run_scaffold_check
+    from skyrl_core.default_plugins.eval.scaffold_check import run_scaffold_check
     from skyrl_osworld.scripted import scripted_engine
 
     cfg = load_config(EXAMPLE, ["eval_data.limit=2", "sampling.n_samples=1",
@@ -90,7 +90,7 @@ def vision_server():
 async def test_the_openai_engine_receives_the_real_screenshot_as_an_image_part(pools, tmp_path, vision_server):
     from PIL import Image
 
-    from skyrl_core.evaluate import run_eval
+    from skyrl_core.default_plugins.eval.run import run_eval
 
     cfg = load_config(EXAMPLE, ["engine.type=openai", f"engine.base_url=http://127.0.0.1:{vision_server.server_port}",
                                 "engine.options.retries=0", "eval_data.limit=1", "sampling.n_samples=1",

@@ -102,7 +102,7 @@ def test_an_unreachable_cluster_address_fails_fast_naming_the_key():
 
 
 def test_the_shipped_example_places_its_runtime_on_ray():
-    from skyrl_core.examples import resolve_example
+    from skyrl_core.default_plugins.example_configs.shipped import resolve_example
 
     cfg = checked(path=str(resolve_example("ray:gsm8k")))
     assert (cfg.tasks[0].runtime.placement, cfg.tasks[0].runtime.resources) == ("ray", {"num_cpus": 1})

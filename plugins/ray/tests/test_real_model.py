@@ -20,7 +20,7 @@ def read(out: Path) -> list[dict]:
 
 @pytest.mark.slow
 async def test_quickstart_eval_with_the_model_on_ray_equals_local(hf_engine, tmp_path):
-    from skyrl_core.evaluate import run_eval
+    from skyrl_core.default_plugins.eval.run import run_eval
 
     # one request at a time: the engine's batches then hold one row, so sampling depends on the seed alone
     common = ["eval_data.limit=4", "sampling.n_samples=1", "sampling.seed=0", "dispatcher.max_parallel_agents=1"]

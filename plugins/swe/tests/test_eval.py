@@ -14,7 +14,7 @@ from skyrl_core.transitions import CONTEXT_EXCEEDED, FINISHED, MAX_TOKENS, MAX_T
 @pytest.mark.slow
 async def test_eval_of_two_generated_instances_with_the_hf_engine(generated, tmp_path, one_torch_thread):
     from skyrl_core.config import load_config
-    from skyrl_core.evaluate import run_eval
+    from skyrl_core.default_plugins.eval.run import run_eval
     from skyrl_swe.predictions import read_trajectories_jsonl
 
     cfg = load_config("swe:generated",
@@ -80,7 +80,7 @@ def test_predictions_never_read_the_reward_by_default(tmp_path):
     """The default predictions.jsonl is a vote over identical patches, named in predictions.meta.json; the
     sample the hidden tests passed (a2) is not picked because it passed. Old code picked the best reward."""
     from skyrl_core.config import Config, EvalConfig
-    from skyrl_core.evaluate import write_outputs
+    from skyrl_core.default_plugins.eval.run import write_outputs
 
     paths = write_outputs(tmp_path, SAMPLES, {"n": 7}, config=Config(model="m"))
     assert _read(paths["predictions"]) == [
@@ -99,7 +99,7 @@ def test_predictions_never_read_the_reward_by_default(tmp_path):
 
 def test_oracle_best_of_n_only_under_its_flag_and_its_own_file_name(tmp_path):
     from skyrl_core.config import load_config
-    from skyrl_core.evaluate import write_outputs
+    from skyrl_core.default_plugins.eval.run import write_outputs
 
     cfg = load_config(None, ["model=m", "eval.oracle_best_of_n=true"])
     paths = write_outputs(tmp_path, SAMPLES, {}, config=cfg)

@@ -95,7 +95,7 @@ async def verifiers_own_rewards(name, options, engine, tokenizer, limit=None):
 
 
 def run(config, tmp_path, engine):
-    from skyrl_core.evaluate import run_eval
+    from skyrl_core.default_plugins.eval.run import run_eval
 
     done = []
     metrics = asyncio.run(run_eval(config, tmp_path / "out", engine=engine, on_trajectory_done=done.append))
@@ -130,7 +130,7 @@ def test_a_real_model_runs_reverse_text_end_to_end(tmp_path, tiny_chat_model_dir
     """The real hf engine (tiny random model): every trajectory finishes with its calls recorded and a reward
     from the rubric in [0, 1]."""
     needs("reverse_text")
-    from skyrl_core.evaluate import run_eval
+    from skyrl_core.default_plugins.eval.run import run_eval
 
     config = eval_config(tmp_path, tiny_chat_model_dir, "reverse-text", REVERSE)
     done = []

@@ -2,7 +2,7 @@
 dataset with a target mix of difficulties.
 
 Each instance gets ``c`` successes out of ``k`` rollouts (a rollout succeeds when its reward reaches
-:data:`skyrl_core.evaluate.SUCCESS_REWARD`), either from fresh rollouts or from an eval's
+:data:`skyrl_core.default_plugins.eval.run.SUCCESS_REWARD`), either from fresh rollouts or from an eval's
 ``trajectories.jsonl``. The ``c/k`` buckets (0/k ... k/k) fold into four bands: ``impossible`` (0/k), ``hard``
 (0 < c/k <= 1/2), ``medium`` (1/2 < c/k < 1) and ``easy`` (k/k). The default mix is the SkyRL-Agent paper's, after
 Polaris (An et al. 2025): 25 % impossible, 30 % hard, 30 % medium, 15 % easy. Without a size, the largest
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from skyrl_core.errors import ConfigError
-from skyrl_core.evaluate import SUCCESS_REWARD
+from skyrl_core.default_plugins.eval.run import SUCCESS_REWARD
 
 BANDS = ("impossible", "hard", "medium", "easy")
 DEFAULT_MIX = {"impossible": 0.25, "hard": 0.30, "medium": 0.30, "easy": 0.15}

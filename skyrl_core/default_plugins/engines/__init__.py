@@ -66,6 +66,13 @@ def register_inference_engines(register):
 
 
 @hookimpl(trylast=True)
+def register_config_checks(register):
+    from .scale_out import check_engine_replicas
+
+    register(check_engine_replicas, name="engine_replicas")
+
+
+@hookimpl(trylast=True)
 def register_commands(register):
     import typer
 

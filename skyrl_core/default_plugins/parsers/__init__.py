@@ -12,7 +12,7 @@ from skyrl_core.hookspecs import hookimpl
 
 from .codeblock import CodeBlockParser
 from .deepseek import DeepSeekV31Parser
-from .detect import MODEL_PARSERS, parser_for_model, parser_for_template, resembled_format
+from .detect import MODEL_PARSERS, AutoParser, parser_for_model, parser_for_template, resembled_format
 from .glm import GLM45Parser
 from .harmony import HarmonyParser
 from .hermes import HermesParser
@@ -44,3 +44,4 @@ def register_parsers(register):
     register(KimiK2Parser(), name="kimi_k2")
     register(MistralV11Parser(), name="mistral_v11")
     register(GLM45Parser(), name="glm45")
+    register(AutoParser(), name="auto")

@@ -84,6 +84,20 @@ def parser_for_model(tokenizer: Any) -> tuple[str, str]:
     return "hermes", "no call markers in the chat template and no known model name: the default"
 
 
+class AutoParser:
+    """``agent.parser: auto``: a stand-in the rollout session replaces, through the parser contract's ``for_model``,
+    by the parser :func:`parser_for_model` picks for the run's model; it never parses itself."""
+
+    name = "auto"
+
+    def parse(self, text: str, finish_reason: str) -> Any:
+        raise RuntimeError("the 'auto' parser is replaced by the model's own parser when a rollout session starts")
+
+    @staticmethod
+    def for_model(tokenizer: Any) -> tuple[str, str]:
+        return parser_for_model(tokenizer)
+
+
 def resembled_format(text: str, tool_names: Iterable[str] = ()) -> tuple[str, str] | None:
     """(parser name, format name) of the call format ``text`` resembles, or None. A bare JSON object counts
     when it names a tool: a string ``name`` (or ``function``/``tool``) with an arguments key, or naming one of

@@ -1,7 +1,7 @@
 """Built-in runtimes: ``sandbox`` (bubblewrap) and ``local`` (plain subprocesses); the ``local`` placement."""
 
 from skyrl_core.hookspecs import hookimpl
-from skyrl_core.placement import LocalPlacement
+from .placement import LocalPlacement
 from .sandbox import LocalRuntime, LocalSandbox
 
 

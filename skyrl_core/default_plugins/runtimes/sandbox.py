@@ -223,6 +223,7 @@ class LocalSandbox(Runtime):
     cannot isolate commands and the spec does not say ``isolation: none``."""
 
     name = "sandbox"
+    unavailable = staticmethod(bubblewrap_problem)  # the runtime contract's: why it cannot start on this host
 
     def __init__(self, spec: RuntimeSpec | None = None, **kwargs: Any) -> None:
         super().__init__(spec, **kwargs)

@@ -15,7 +15,7 @@ from skyrl_core.transitions import CONTEXT_EXCEEDED, FINISHED, MAX_TOKENS, MAX_T
 @pytest.mark.timeout(1200)
 async def test_eval_of_two_generated_instances_in_docker(generated, tmp_path, one_torch_thread, base_image):
     from skyrl_core.config import load_config
-    from skyrl_core.evaluate import run_eval
+    from skyrl_core.default_plugins.eval.run import run_eval
     from skyrl_swe.docker_runtime import REMOVALS
 
     cfg = load_config("swe:generated",

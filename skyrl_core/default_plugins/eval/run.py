@@ -1,6 +1,6 @@
 """Evaluation: roll out the configured eval split, summarise it and write its outputs (:func:`run_eval`: what the
-built-in ``skyrl eval`` command, in ``default_plugins/eval_command.py`` with its console summary, and
-:mod:`skyrl_core.scaffold_check` run).
+built-in ``skyrl eval`` command, in this package's ``__init__.py`` with its console summary, and
+:mod:`.scaffold_check` run).
 
 Outputs, in the output directory: ``trajectories.jsonl`` (one trajectory per line: messages, transitions with
 token ids and logprobs, reward, finish reason, metrics) and ``metrics.json``, then whatever each registered eval
@@ -19,9 +19,9 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .contracts import member
-from .scripted import is_scripted_policy
-from .transitions import Trajectory
+from skyrl_core.contracts import member
+from skyrl_core.scripted import is_scripted_policy
+from skyrl_core.transitions import Trajectory
 
 log = logging.getLogger(__name__)
 
@@ -133,8 +133,8 @@ def write_outputs(output_dir: str | Path, trajectories: Sequence[Trajectory], me
     every registered eval writer (``register_eval_writers``) as ``writer(output_dir, trajectories, config)``;
     returns ``{name: path}`` of every file written. ``config`` is the run's Config (defaults when None). A writer
     that raises is logged with its name and skipped: the eval's own files stand."""
-    from .config import Config
-    from .plugins import get_registry
+    from skyrl_core.config import Config
+    from skyrl_core.plugins import get_registry
 
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -159,7 +159,7 @@ async def run_eval(config: Any, output_dir: str | Path, engine: Any = None,
                    on_trajectory_done: Callable[[Trajectory], None] | None = None) -> dict[str, Any]:
     """Roll out every configured task's eval split ``sampling.n_samples`` times, write the outputs and return
     the metrics. ``on_start(n_trajectories)`` and ``on_trajectory_done(trajectory)`` drive a progress bar."""
-    from .rollout import RolloutSession
+    from skyrl_core.rollout import RolloutSession
 
     start = time.perf_counter()
     session = await RolloutSession.create(config, engine=engine)
@@ -179,7 +179,7 @@ async def run_eval(config: Any, output_dir: str | Path, engine: Any = None,
     metrics = eval_metrics(trajectories, time.perf_counter() - start, dispatch)
     metrics["rollout_s"] = rollout_s
     if scripted:  # a scripted policy's pass rate is a scaffold check, labelled so wherever metrics.json goes
-        from .scripted import SCAFFOLD_NOTE
+        from skyrl_core.scripted import SCAFFOLD_NOTE
 
         metrics["scaffold_check"] = {"policy": policy, "note": SCAFFOLD_NOTE}
     write_outputs(output_dir, trajectories, metrics, config=config)

@@ -1,4 +1,6 @@
-"""Built-in ``skyrl eval`` command: roll out a config's eval split and write trajectories and metrics.
+"""Built-in eval: the ``skyrl eval`` command (here, with its console summary) over :mod:`.run` (roll out a
+config's eval split, summarise it as pass@k and friends, write trajectories, metrics and every registered eval
+writer's files), and :mod:`.scaffold_check` (the ``scaffold-check`` command a plugin with a scripted policy adds).
 
 Heavy imports (the engine, torch) happen inside the command, so ``skyrl --help`` stays fast.
 """
@@ -43,7 +45,7 @@ def metrics_table(metrics: dict[str, Any]):
 
 
 def run_problems(metrics: dict[str, Any]) -> tuple[list[str], bool]:
-    """What an eval summary must say beyond its numbers, from :func:`skyrl_core.evaluate.eval_metrics`: ``(lines, failed)``.
+    """What an eval summary must say beyond its numbers, from :func:`.run.eval_metrics`: ``(lines, failed)``.
     ``failed`` is True when no trajectory could run (none got one model turn: every one ended in runtime
     set-up, an engine failure or a stall before its first answer), so ``skyrl eval`` exits nonzero. The lines
     name the first distinct error messages, and say so when the verifier ran on no trajectory (no verdicts, so
@@ -86,7 +88,7 @@ def register_commands(register):
                                    TimeRemainingColumn)
 
         from skyrl_core.config import load_config
-        from skyrl_core.evaluate import run_eval
+        from .run import run_eval
 
         console = Console()
         cfg = load_config(config, list(overrides or []), command="eval")

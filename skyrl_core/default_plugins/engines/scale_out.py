@@ -1,6 +1,6 @@
-"""Config checks for several engines behind the router (``engine.replicas``, ``engine.endpoints``): what holds
-whichever placement builds them. A placement's own keys (``engine.resources``, ``tasks.N.runtime.resources``,
-``plugins.<name>``) are checked by that placement (:mod:`skyrl_core.placement`).
+"""The config check (``register_config_checks``) of several engines behind the router (``engine.replicas``,
+``engine.endpoints``): what holds whichever placement builds them. A placement's own keys (``engine.resources``,
+``tasks.N.runtime.resources``, ``plugins.<name>``) are checked by that placement (:mod:`skyrl_core.placement`).
 
 Every check raises ConfigError naming the key and what is valid.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlparse
 
-from .errors import ConfigError
+from skyrl_core.errors import ConfigError
 
 
 def validate_engine_replicas(engine: Any) -> None:
@@ -32,3 +32,8 @@ def validate_engine_replicas(engine: Any) -> None:
                               f"{len(engine.endpoints)} servers; leave replicas out (one replica per endpoint)")
         if len(set(engine.endpoints)) != len(engine.endpoints):
             raise ConfigError("config key 'engine.endpoints' lists a server twice; each URL is one replica")
+
+
+def check_engine_replicas(config: Any) -> None:
+    """The registered config check: :func:`validate_engine_replicas` of ``config.engine``."""
+    validate_engine_replicas(config.engine)

@@ -18,7 +18,7 @@ from pathlib import Path
 import attrs
 import yaml
 
-from .errors import ConfigError
+from skyrl_core.errors import ConfigError
 
 ENTRY_POINT_GROUP = "skyrl"
 EXAMPLES_DIR = "examples"

@@ -1,7 +1,6 @@
 """The ``scaffold-check`` command a plugin with a scripted policy adds (:mod:`skyrl_core.scripted`): the config's
-eval split rolled out by the policy through :func:`skyrl_core.evaluate.run_eval`, its pass rate labelled as a
-scaffold check. Kept apart from :mod:`skyrl_core.scripted`, which the eval itself imports, so that the two do not
-import each other."""
+eval split rolled out by the policy through :func:`.run.run_eval`, its pass rate labelled as a scaffold check.
+A plugin imports :func:`scaffold_check_command` from here inside its ``register_commands`` hookimpl."""
 
 from __future__ import annotations
 
@@ -9,13 +8,13 @@ import asyncio
 from pathlib import Path
 from typing import Any, Callable
 
-from .errors import ConfigError
-from .evaluate import run_eval
-from .scripted import SCAFFOLD_NOTE, ScriptedPolicy, is_scripted_policy
+from skyrl_core.errors import ConfigError
+from .run import run_eval
+from skyrl_core.scripted import SCAFFOLD_NOTE, ScriptedPolicy, is_scripted_policy
 
 
 async def run_scaffold_check(config: Any, output_dir: str | Path, policy: ScriptedPolicy) -> dict[str, Any]:
-    """Roll out the config's eval split with ``policy`` through :func:`skyrl_core.evaluate.run_eval` and return
+    """Roll out the config's eval split with ``policy`` through :func:`.run.run_eval` and return
     its metrics, which (like any eval whose engine is a scripted policy) carry ``scaffold_check: {"policy": name,
     "note": ...}``, in ``metrics.json`` too. Raises ConfigError for an engine that is not a ScriptedPolicy."""
     if not is_scripted_policy(policy):
@@ -36,7 +35,7 @@ def scaffold_check_command(app: Any, factory: Callable[[Any], ScriptedPolicy], p
         overrides: list[str] = typer.Argument(None, help="key=value overrides, as for `skyrl eval`."),
         output: Path = typer.Option(Path("runs/scaffold-check"), "--output", "-o", help="Output directory."),
     ) -> None:
-        from .config import load_config
+        from skyrl_core.config import load_config
 
         config = load_config(str(config_path), list(overrides or []))
         metrics = asyncio.run(run_scaffold_check(config, output, factory(config)))
