@@ -56,6 +56,7 @@ def test_launcher_maps_engine_hf_to_the_skyrl_rollout(plugins):
     assert list(cfg.trainer.logger) == ["console", "file"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU route: this machine has CUDA")
 def test_two_verl_trainer_steps_on_cpu_and_nothing_outlives_the_run(tmp_path):
     marker = f"SKYRL_VERL_TEST_{uuid.uuid4().hex}"
