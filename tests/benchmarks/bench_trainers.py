@@ -133,7 +133,6 @@ def run_backend(name: str, venvs: Path, work: Path, timeout: float) -> dict:
         argv = [sys.executable, "-m", "skyrl_core.cli", "train", str(VERL_CONFIG), "backend.type=local",
                 "--output", str(out)]
         rc, wall, peak = _run(argv, _env(None), log, timeout)
-        rows = [r for r in _jsonl(out / "metrics.jsonl") if r.get("kind") == "train"]
     elif name in ("verl", "skyrl-train"):
         venv = venvs / (".venv-verl" if name == "verl" else ".venv-skyrl-train")
         if not (venv / "bin/python").exists():
@@ -142,8 +141,6 @@ def run_backend(name: str, venvs: Path, work: Path, timeout: float) -> dict:
             LAUNCH_SKYRL_TRAIN, ROOT / "plugins/skyrl-train/skyrl_skyrl_train/examples/gsm8k-cpu.yaml")
         rc, wall, peak = _run([str(venv / "bin/python"), "-c", code, str(cfg), str(out)],
                               _env("verl" if name == "verl" else "skyrl-train"), log, timeout)
-        report = _report_line(log)
-        rows = [m for m in report.get("metrics", []) if KEYS[name]["loss"] in m]
     else:  # tinker: the plugin's local server, then skyrl's loop with engine and backend tinker
         venv, server_venv = venvs / ".venv-tinker", venvs / ".venv-tinker-server"
         if not (venv / "bin/python").exists() or not (server_venv / "bin/python").exists():
@@ -176,7 +173,26 @@ def run_backend(name: str, venvs: Path, work: Path, timeout: float) -> dict:
             except subprocess.TimeoutExpired:
                 server.kill()
             server_log.close()
-        rows = [r for r in _jsonl(out / "metrics.jsonl") if r.get("kind") == "train"]
+    run = {"exit_code": rc, "wall_s": wall, "peak_rss_mb": peak}
+    (work / f"{name}.run.json").write_text(json.dumps(run))
+    return parse_backend(name, work)
+
+
+def _step_rows(name: str, work: Path) -> list[dict]:
+    """The per-step rows backend ``name`` reported in its run under ``work``."""
+    if name in ("local", "tinker"):
+        return [r for r in _jsonl(work / name / "metrics.jsonl") if r.get("kind") == "train"]
+    report = _report_line(work / f"{name}.log")
+    prefix = "actor/" if name == "verl" else "policy/"  # a training step's row (eval rows have none)
+    return [m for m in report.get("metrics", []) if any(k.startswith(prefix) for k in m)]
+
+
+def parse_backend(name: str, work: Path) -> dict:
+    """The result of backend ``name``'s finished run under ``work`` (see :func:`run_backend`)."""
+    run = json.loads((work / f"{name}.run.json").read_text())
+    rc, wall, peak = run["exit_code"], run["wall_s"], run["peak_rss_mb"]
+    log = work / f"{name}.log"
+    rows = _step_rows(name, work)
     tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-2:])[-240:]
     if not rows:
         return {"error": f"exit code {rc}, no step logged: {tail}", "wall_s": wall}
@@ -241,6 +257,7 @@ def main() -> None:
     ap.add_argument("--venvs", default=str(ROOT), help="directory holding the plugins' .venv-* (default: repo root)")
     ap.add_argument("--work", default="/tmp/bench-trainers", help="run directories and logs")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per backend")
+    ap.add_argument("--reparse", action="store_true", help="only rebuild the figure and table from --work's runs")
     args = ap.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -249,7 +266,11 @@ def main() -> None:
         if name not in BACKENDS:
             raise SystemExit(f"--backends: unknown backend {name!r}; choose from {', '.join(BACKENDS)}")
         print(f"[bench] {name} ...", flush=True)
-        results[name] = run_backend(name, Path(args.venvs), work, args.timeout)
+        if args.reparse:
+            results[name] = parse_backend(name, work) if (work / f"{name}.run.json").exists() else {
+                "error": f"no run in {work}"}
+        else:
+            results[name] = run_backend(name, Path(args.venvs), work, args.timeout)
         print(f"[bench] {name}: {json.dumps(results[name])[:400]}", flush=True)
         out = Path(args.out)  # written after each backend: a later one's failure keeps the earlier results
         write_figure(results, out)

@@ -94,6 +94,11 @@ def test_cpu_route_config(plugins):
     t = cfg.trainer
     assert (t.flash_attn, t.bf16, t.remove_microbatch_padding, t.placement.colocate_all) == (False, False, False, False)
     assert t.placement.policy_num_gpus_per_node == 1 and t.algorithm.use_kl_loss
+    # fp32 forwards in SkyRL-train's FSDP workers: without a mixed_precision section its strategy casts the
+    # parameters to bf16 (fsdp_strategy.py:209), whatever trainer.bf16 says
+    for role in (t.policy, t.ref):
+        mp = role.fsdp_config.mixed_precision
+        assert (mp.param_dtype, mp.reduce_dtype, mp.buffer_dtype) == ("fp32", "fp32", "fp32")
     assert cfg.generator.inference_engine.backend == "vllm"  # SkyRL-train's sampling format; hf serves it
 
 
