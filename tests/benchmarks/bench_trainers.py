@@ -48,6 +48,10 @@ KEYS = {
     "skyrl-train": {"reward": "reward/avg_raw_reward", "loss": "policy/policy_loss",
                     "grad_norm": "policy/grad_norm", "step_s": "timing/step"},
 }
+STYLE = {"local": {"color": "tab:blue", "marker": "o", "markersize": 9},
+         "skyrl-train": {"color": "tab:orange", "marker": "s", "markersize": 7},
+         "verl": {"color": "tab:green", "marker": "^", "markersize": 6, "linestyle": "--"},
+         "tinker": {"color": "tab:red", "marker": "x", "markersize": 8, "linestyle": ":"}}
 LAUNCH_VERL = ("import json, sys; from skyrl_core.config import load_config; from skyrl_verl.launcher import launch; "
                "r = launch(load_config(sys.argv[1], []), output_dir=sys.argv[2]); "
                "print('BENCH_REPORT ' + json.dumps(r))")
@@ -148,9 +152,9 @@ def run_backend(name: str, venvs: Path, work: Path, timeout: float) -> dict:
         port = _free_port()
         env = {**_env("tinker"), "SKYRL_TINKER_SERVER_VENV": str(server_venv), "TINKER_TELEMETRY": "0"}
         server_log = (work / "tinker-server.log").open("w")
-        server = subprocess.Popen([str(venv / "bin/python"), "-m", "skyrl_core.cli", "tinker", "serve-local",
-                                   "--port", str(port)], env=env, stdout=server_log, stderr=subprocess.STDOUT,
-                                  cwd=ROOT)
+        serve = [str(venv / "bin/python"), "-m", "skyrl_core.cli", "tinker", "serve-local", "--port", str(port),
+                 "--workdir", str(work / "tinker-server")]
+        server = subprocess.Popen(serve, env=env, stdout=server_log, stderr=subprocess.STDOUT, cwd=ROOT)
         try:
             deadline = time.monotonic() + 900
             while time.monotonic() < deadline and server.poll() is None:
@@ -160,7 +164,8 @@ def run_backend(name: str, venvs: Path, work: Path, timeout: float) -> dict:
                 except OSError:
                     time.sleep(2)
             if server.poll() is not None:
-                return {"error": f"the local Tinker server exited (rc {server.returncode}); see {work}/tinker-server.log"}
+                return {"error": f"the local Tinker server exited (rc {server.returncode}); "
+                                 f"see {work}/tinker-server.log"}
             env.update(TINKER_BASE_URL=f"http://127.0.0.1:{port}", TINKER_API_KEY="tml-local")
             argv = [str(venv / "bin/python"), "-m", "skyrl_core.cli", "train", str(TINKER_CONFIG), *TINKER_ROWS,
                     "--output", str(out)]
@@ -202,7 +207,7 @@ def parse_backend(name: str, work: Path) -> dict:
     # a run that logged its steps but exited non-zero (the local trainer does when no step moved the policy)
     # keeps its rows, with the reason
     return {"rows": per_step, "wall_s": wall, "peak_rss_mb": peak, "exit_code": rc,
-            **({"note": tail} if rc else {})}
+            **({"note": log.read_text(errors="replace").strip().splitlines()[-1][-200:]} if rc else {})}
 
 
 def write_figure(results: dict, path: Path) -> None:
@@ -216,15 +221,16 @@ def write_figure(results: dict, path: Path) -> None:
                                        ("grad_norm", "gradient norm"))):
         for name, res in results.items():
             pts = [(r["step"], r[key]) for r in res.get("rows", []) if r.get(key) is not None]
-            if pts:
-                ax.plot(*zip(*pts), marker="o", label=name)
+            if pts:  # one colour and marker per backend on every panel; overlapping lines stay visible
+                ax.plot(*zip(*pts), label=name, **STYLE[name])
         ax.set_title(title)
         ax.set_xlabel("step")
         ax.set_xticks([1, 2])
-    if any(res.get("rows") for res in results.values()):
-        axes[0].legend(fontsize=8)
+    handles = {h.get_label(): h for ax in axes for h in ax.get_lines()}
+    if handles:
+        fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=len(handles), fontsize=8)
     fig.suptitle("Same GSM8K-steps rows, two steps per backend (SmolLM2-135M, CPU)", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=80)
 
