@@ -1,7 +1,7 @@
 """Four trainers side by side: the same GSM8K-steps rows trained for two steps by skyrl's local trainer, SkyRL-train's
 own trainer, VeRL's own trainer and the Tinker bridge on the plugin's local Tinker server. Writes one PNG (reward,
 policy loss and gradient norm against step, one line per backend), a markdown table (seconds per step, peak
-resident memory of the whole process tree, per-step values) and the raw results as JSON.
+resident memory of the whole process tree, per-step values; printed) and the results as JSON beside the PNG.
 
 Every backend trains the rows of ``plugins/verl/skyrl_verl/examples/gsm8k-cpu.yaml`` (gsm8k_steps, train limit 4
 shuffled with seed 0, 2 instances x 2 samples a step, 24 tokens per call, 2 turns): ``local`` is that config with
@@ -258,7 +258,7 @@ def table(results: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default=str(ROOT / "docs/img/trainers.png"), help="the PNG; .md and .json beside it")
+    ap.add_argument("--out", default=str(ROOT / "docs/img/trainers.png"), help="the PNG; the results' .json beside it")
     ap.add_argument("--backends", default=",".join(BACKENDS))
     ap.add_argument("--venvs", default=str(ROOT), help="directory holding the plugins' .venv-* (default: repo root)")
     ap.add_argument("--work", default="/tmp/bench-trainers", help="run directories and logs")
@@ -281,7 +281,6 @@ def main() -> None:
         out = Path(args.out)  # written after each backend: a later one's failure keeps the earlier results
         write_figure(results, out)
         md = table(results)
-        out.with_suffix(".md").write_text(md + "\n")
         out.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n")
     print(md)
 
