@@ -136,6 +136,9 @@ def _stub_flash_attn_padding() -> None:
         del sys.modules["flash_attn"], sys.modules["flash_attn.bert_padding"]
 
 
+FP32_PRECISION = {"param_dtype": "fp32", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
+
+
 def cpu_overrides(n_ranks: int = 1) -> dict[str, Any]:
     """SkyRL-train keys the CPU route sets: no flash-attn, fp32, no microbatch padding removal (flash-attn's unpadding),
     the prompt loader in the trainer's process (no 8 worker processes on a small machine), no colocation (there
@@ -143,6 +146,12 @@ def cpu_overrides(n_ranks: int = 1) -> dict[str, Any]:
     return {
         "trainer.flash_attn": False,
         "trainer.bf16": False,
+        # fp32 FSDP params too: with no mixed_precision section SkyRL-train's FSDP2 strategy casts the policy's
+        # and reference's parameters to bf16 for every forward (skyrl/backends/skyrl_train/distributed/
+        # fsdp_strategy.py:204-213) whatever trainer.bf16 says, so its recomputed logprobs differed from the fp32
+        # hf engine's by 0.04-0.05 per token (its rollout_train_logprobs_abs_diff_mean)
+        "trainer.policy.fsdp_config.mixed_precision": FP32_PRECISION,
+        "trainer.ref.fsdp_config.mixed_precision": FP32_PRECISION,
         "trainer.remove_microbatch_padding": False,
         "data.dataloader.num_workers": 0,
         "generator.inference_engine.enable_ray_prometheus_stats": False,  # scrapes vLLM servers' /metrics

@@ -389,18 +389,30 @@ def _run_experiment(cfg: Any, skyrl_config: dict, device: str = "cuda") -> dict[
     utils = compat.module("utils.utils")
     utils.validate_cfg(cfg)
     exp = experiment_class()(cfg, skyrl_config, device)
-    report: dict[str, Any] = {}
+    report: dict[str, Any] = {"metrics": []}
     engine_holder: dict[str, Any] = {}
-    if device == "cpu":
-        setup = exp._setup_trainer
+    setup = exp._setup_trainer
 
-        def traced_setup():
-            trainer = setup()
+    def traced_setup():
+        trainer = setup()
+        log_to_tracker = trainer.tracker.log
+
+        def log(data: dict, step: int, *args: Any, **kwargs: Any) -> Any:
+            # each row SkyRL-train's tracker logs (its per-step training metrics, eval rows), kept for the report
+            import numbers
+
+            report["metrics"].append({"step": step, **{k: v if isinstance(v, (str, bool)) else float(v)
+                                                        for k, v in data.items()
+                                                        if isinstance(v, (numbers.Real, str, bool))}})
+            return log_to_tracker(data, step, *args, **kwargs)
+
+        trainer.tracker.log = log
+        if device == "cpu":
             engine_holder["engine"] = trainer.inference_engine_client.engine
             report["checksum_before"] = _checksum(engine_holder["engine"].model)
-            return trainer
+        return trainer
 
-        exp._setup_trainer = traced_setup
+    exp._setup_trainer = traced_setup
     try:
         exp.run()
         report["steps"] = exp.trainer.global_step

@@ -94,6 +94,11 @@ def test_cpu_route_config(plugins):
     t = cfg.trainer
     assert (t.flash_attn, t.bf16, t.remove_microbatch_padding, t.placement.colocate_all) == (False, False, False, False)
     assert t.placement.policy_num_gpus_per_node == 1 and t.algorithm.use_kl_loss
+    # fp32 forwards in SkyRL-train's FSDP workers: without a mixed_precision section its strategy casts the
+    # parameters to bf16 (fsdp_strategy.py:209), whatever trainer.bf16 says
+    for role in (t.policy, t.ref):
+        mp = role.fsdp_config.mixed_precision
+        assert (mp.param_dtype, mp.reduce_dtype, mp.buffer_dtype) == ("fp32", "fp32", "fp32")
     assert cfg.generator.inference_engine.backend == "vllm"  # SkyRL-train's sampling format; hf serves it
 
 
@@ -122,6 +127,13 @@ def test_two_skyrl_train_steps_on_cpu(plugins, tmp_path):
     assert report["weight_syncs"] == 3  # the initial sync, then one after each step
     assert report["checksum_after"] != report["checksum_before"]
     assert report["sessions"] == report["sessions_closed"] == 1
+    # SkyRL-train's recomputed logprobs equal the hf engine's sampled ones to float32 noise (its bf16 FSDP
+    # default gave a mean of 0.04-0.05 per token, max 0.29; the engine's batched decoding itself differs from a
+    # fresh forward by up to 2e-3 on a token); a step without trainable tokens logs no value
+    key = "policy/rollout_train_logprobs_abs_diff_"
+    gaps = [(m[key + "mean"], m[key + "max"]) for m in report["metrics"] if key + "mean" in m]
+    print("logprob gaps (mean, max) per step:", gaps)
+    assert gaps and all(mean < 1e-3 and top < 1e-2 for mean, top in gaps), gaps
     rows = config.train.batch_size * config.sampling.n_samples
     assert [r["rows"] for r in report["rollouts"]] == [rows, rows]
     assert [r["groups"] for r in report["rollouts"]] == [config.train.batch_size] * 2

@@ -21,7 +21,8 @@ datum's and attaches the earlier ones under ``extra_fields["skyrl_step_outputs"]
 
 :class:`HFServerManager` is an adapter, not VeRL's server: it presents skyrl's in-process hf engine through the
 ``generate(request_id, *, prompt_ids, sampling_params)`` interface VeRL's ``LLMServerClient`` has, so the loop can
-run and be tested on a CPU machine without Ray or vLLM.
+run and be tested on a CPU machine without Ray or vLLM; :class:`skyrl_verl.rollout.SkyrlEngineServer` (VeRL's
+rollout ``skyrl``) serves VeRL's own trainer through it.
 """
 
 from __future__ import annotations

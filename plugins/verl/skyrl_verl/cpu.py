@@ -4,8 +4,9 @@ VeRL 0.9.1 routes every device call through ``verl.utils.device.get_platform()``
 (``verl/plugin/platform/platform_manager.py``); its registry holds ``nvidia``, ``huawei`` and ``amd`` only and
 falls back to ``nvidia`` (``torch.cuda``, NCCL) where none is present. That registry is VeRL's extension point for
 new hardware (``PlatformRegistry.register``, loaded in every process through ``VERL_USE_EXTERNAL_MODULES`` and
-chosen with ``VERL_PLATFORM``), so the CPU bridge is this class plus one shim
-(:func:`_one_backend_per_device`, which names the upstream lines that force it): device ``cpu``, collectives on
+chosen with ``VERL_PLATFORM``), so the CPU bridge is this class plus two shims
+(:func:`_one_backend_per_device` and :func:`_unpinned_offload_policy`, each naming the upstream lines that force
+it): device ``cpu``, collectives on
 gloo, seeds and synchronisation from ``torch``, no allocator, no IPC, no profiler ranges. Ray schedules VeRL's
 workers on its ``GPU`` resource; the launcher starts a local Ray with logical ``num_gpus`` slots (one per FSDP
 rank), which Ray grants as bookkeeping only (no device is touched).
@@ -45,6 +46,10 @@ def _cpu_device_module() -> types.SimpleNamespace:
         synchronize=nothing, empty_cache=nothing, manual_seed=torch.manual_seed, manual_seed_all=torch.manual_seed,
         memory_allocated=zero, memory_reserved=zero, max_memory_allocated=zero, max_memory_reserved=zero,
         reset_peak_memory_stats=nothing, mem_get_info=lambda *a, **k: (0, 0),
+        set_per_process_memory_fraction=nothing, ipc_collect=nothing,
+        # VeRL's MFU estimate looks the name up in its table, whose "CPU" row is what it uses for torch.cpu
+        # (verl/utils/flops_counter.py:76-80)
+        get_device_name=lambda *a, **k: "CPU",
         get_rng_state=torch.get_rng_state, set_rng_state=torch.set_rng_state,
         Stream=torch.cpu.Stream, stream=torch.cpu.stream, current_stream=torch.cpu.current_stream,
         Event=torch.cpu.Event if hasattr(torch.cpu, "Event") else None,
@@ -52,7 +57,7 @@ def _cpu_device_module() -> types.SimpleNamespace:
 
 
 def _one_backend_per_device(init_process_group):
-    """Shim 1 of 1 (forced by VeRL 0.9.1 ``verl/utils/distributed.py:63`` and ``:89``, which always build the
+    """Shim 1 of 2 (forced by VeRL 0.9.1 ``verl/utils/distributed.py:63`` and ``:89``, which always build the
     process-group backend as ``f"cpu:gloo,{device}:{backend}"``: on the CPU that reads ``cpu:gloo,cpu:gloo``, and
     torch rejects a device named twice). Wraps ``torch.distributed.init_process_group`` so a backend string that
     repeats the same ``device:backend`` pair passes it once; every other call is unchanged."""
@@ -71,6 +76,32 @@ def _one_backend_per_device(init_process_group):
 
 if not getattr(torch.distributed.init_process_group, "skyrl_cpu_shim", False):
     torch.distributed.init_process_group = _one_backend_per_device(torch.distributed.init_process_group)
+
+
+def _unpinned_offload_policy(policy_cls: type) -> type:
+    """Shim 2 of 2 (forced by VeRL 0.9.1 ``verl/workers/engine/fsdp/transformer_impl.py:459-462``, which gives
+    every forward-only FSDP2 module — the reference policy — ``CPUOffloadPolicy(pin_memory=True)``; pinning asks
+    torch for an accelerator (``torch/distributed/fsdp/_fully_shard/_fsdp_param.py:315``) and fails on a CPU
+    machine). Returns a subclass of FSDP2's ``CPUOffloadPolicy`` that never pins; the launcher's CPU processes
+    see it as ``torch.distributed.fsdp.CPUOffloadPolicy``, which ``verl/utils/fsdp_utils.py:43`` imports (this
+    module is imported first: VeRL imports ``VERL_USE_EXTERNAL_MODULES`` in ``verl/__init__.py``)."""
+
+    class UnpinnedCPUOffloadPolicy(policy_cls):
+        def __init__(self, pin_memory: bool = True) -> None:
+            super().__init__(pin_memory=False)
+
+    UnpinnedCPUOffloadPolicy.skyrl_cpu_shim = True
+    return UnpinnedCPUOffloadPolicy
+
+
+def _install_unpinned_offload_policy() -> None:
+    import torch.distributed.fsdp as fsdp
+
+    if not getattr(fsdp.CPUOffloadPolicy, "skyrl_cpu_shim", False):
+        fsdp.CPUOffloadPolicy = _unpinned_offload_policy(fsdp.CPUOffloadPolicy)
+
+
+_install_unpinned_offload_policy()
 
 
 @PlatformRegistry.register(platform=PLATFORM)

@@ -29,7 +29,13 @@ log = logging.getLogger(__name__)
 
 AGENT_LOOP_NAME = "skyrl"
 AGENT_LOOP_TARGET = "skyrl_verl.agent_loop.SkyrlAgentLoop"
-ROLLOUT_ENGINES = ("vllm", "sglang")
+ROLLOUT_ENGINES = ("vllm", "sglang", "hf")
+# engine.type -> VeRL's rollout name: hf is skyrl's own engine served to VeRL as rollout ``skyrl``
+# (skyrl_verl.rollout, registered in VeRL's rollout registries)
+ROLLOUT_NAMES = {"vllm": "vllm", "sglang": "sglang", "hf": "skyrl"}
+ROLLOUT_MODULE = "skyrl_verl.rollout"
+# VeRL's file logger writes one JSON line per step here, in the run directory
+METRICS_FILE = "verl_metrics.jsonl"
 # the example config this plugin documents and ships (``skyrl train verl:gsm8k``)
 REPO_EXAMPLE = Path(__file__).resolve().parent / "examples" / "gsm8k.yaml"
 
@@ -37,8 +43,8 @@ REPO_EXAMPLE = Path(__file__).resolve().parent / "examples" / "gsm8k.yaml"
 KEY_MAP: tuple[KeyMapping, ...] = (
     KeyMapping("model", "actor_rollout_ref.model.path", "a local HF directory; the bundled name resolves to its "
                "cached safetensors directory"),
-    KeyMapping("engine.type", "actor_rollout_ref.rollout.name", "vllm or sglang (VeRL's inference servers); "
-               "hf/openai are errors"),
+    KeyMapping("engine.type", "actor_rollout_ref.rollout.name", "vllm or sglang (VeRL's inference servers); hf -> "
+               "skyrl (skyrl's hf engine as a VeRL rollout server, skyrl_verl.rollout); openai is an error"),
     KeyMapping("sampling.temperature", "actor_rollout_ref.rollout.temperature", "same meaning"),
     KeyMapping("sampling.top_p", "actor_rollout_ref.rollout.top_p", "same meaning"),
     KeyMapping("sampling.top_k", "actor_rollout_ref.rollout.top_k", "same meaning (-1 = off)"),
@@ -85,7 +91,8 @@ KEY_MAP: tuple[KeyMapping, ...] = (
                "default 3.0"),
     KeyMapping("backend.options.verl_overrides", "any", "a list of raw Hydra overrides applied last"),
     KeyMapping("logging.wandb, logging.wandb_project", "trainer.logger, trainer.project_name",
-               "console always; wandb when enabled"),
+               "console and file (VeRL's file logger: `verl_metrics.jsonl` in the run directory) always; wandb "
+               "when enabled"),
     KeyMapping("tasks", "data.train_files, data.val_files", "a parquet of rows naming task and instance; "
                "agent_name=skyrl"),
 )
@@ -96,8 +103,8 @@ def check_supported(config: Any) -> None:
     from .backend import check_backend_config
 
     if config.engine.type not in ROLLOUT_ENGINES:
-        raise ConfigError(f"config key 'engine.type' is '{config.engine.type}', but VeRL serves rollouts with its own "
-                          f"inference servers: set engine.type to one of {', '.join(ROLLOUT_ENGINES)} for "
+        raise ConfigError(f"config key 'engine.type' is '{config.engine.type}', but VeRL's trainer needs a rollout it "
+                          f"can sync weights into: set engine.type to one of {', '.join(ROLLOUT_ENGINES)} for "
                           f"`skyrl verl launch` (or keep the engine and use `skyrl train ... backend=verl`)")
     check_backend_config(config.backend)
     bc = config.backend
@@ -123,7 +130,7 @@ def verl_overrides(config: Any, *, train_files: str, val_files: str, n_gpus_per_
     tokens_per_gpu = max(bc.micro_batch_tokens, 2 * ctx)
     ov: dict[str, Any] = {
         "actor_rollout_ref.model.path": model_path(config.model, "VeRL"),
-        f"{r}name": config.engine.type, f"{r}mode": "async",
+        f"{r}name": ROLLOUT_NAMES[config.engine.type], f"{r}mode": "async",
         f"{r}temperature": s.temperature, f"{r}top_p": s.top_p, f"{r}top_k": s.top_k, f"{r}n": s.n_samples,
         f"{r}calculate_log_probs": True,
         f"{r}multi_turn.max_assistant_turns": config.agent.max_turns,
@@ -138,7 +145,7 @@ def verl_overrides(config: Any, *, train_files: str, val_files: str, n_gpus_per_
         "trainer.val_before_train": t.eval_at_start,
         "trainer.n_gpus_per_node": n_gpus_per_node, "trainer.nnodes": nnodes,
         "trainer.project_name": config.logging.wandb_project,
-        "trainer.logger": ["console", "wandb"] if config.logging.wandb else ["console"],
+        "trainer.logger": ["console", "file", "wandb"] if config.logging.wandb else ["console", "file"],
         "algorithm.adv_estimator": bc.advantage,
         "algorithm.norm_adv_by_std_in_grpo": bc.std_normalize,
         "algorithm.use_kl_in_reward": False,
@@ -250,10 +257,18 @@ def launch_command(config_path: str = typer.Argument(..., help="skyrl YAML confi
                    output: str = typer.Option("runs/verl", "--output", help="run directory"),
                    n_gpus: int = typer.Option(1, "--gpus", help="GPUs per node"),
                    nnodes: int = typer.Option(1, "--nodes", help="nodes")) -> None:
-    """Write the task data and run VeRL's PPO trainer with skyrl's agent loop (vllm/sglang needed)."""
+    """Write the task data and run VeRL's PPO trainer with skyrl's agent loop (engine.type vllm, sglang or hf)."""
     from skyrl_core.config import load_config
 
-    launch(load_config(config_path, list(overrides or [])), output_dir=output, n_gpus_per_node=n_gpus, nnodes=nnodes)
+    report = launch(load_config(config_path, list(overrides or [])), output_dir=output, n_gpus_per_node=n_gpus,
+                    nnodes=nnodes)
+    keys = ("actor/pg_loss", "actor/grad_norm", "critic/score/mean")
+    for row in report["metrics"]:
+        typer.echo(f"step {row['step']}: " + ", ".join(f"{k}={row[k]:.4g}" for k in keys if k in row))
+    for sync in report["weight_syncs"]:
+        typer.echo(f"weight sync {sync['update']} (step {sync['global_steps']}): max |w - w0| = "
+                   f"{sync['max_abs_change_from_initial']:.3g}")
+    typer.echo(f"VeRL trained {report['steps']} steps; metrics in {Path(output) / METRICS_FILE}")
 
 
 # VeRL on a CPU (no CUDA here): the skyrl_verl.cpu platform (CPU_ENV), Ray's GPU slots as logical ones, FSDP2 on
@@ -277,13 +292,17 @@ def cpu_overrides(n_gpus_per_node: int = 1) -> list[str]:
     return [o.format(gpus=n_gpus_per_node, cpus=4 * n_gpus_per_node + 4) for o in CPU_OVERRIDES]
 
 
-def launch(config: Any, *, output_dir: str, n_gpus_per_node: int = 1, nnodes: int = 1) -> None:
+def launch(config: Any, *, output_dir: str, n_gpus_per_node: int = 1, nnodes: int = 1) -> dict[str, Any]:
     """Run VeRL's trainer on ``config``. Without CUDA it runs on the CPU through :mod:`skyrl_verl.cpu` and
-    :func:`cpu_overrides` (one node). Raises ConfigError for unsupported settings and SkyrlError when no VeRL
-    inference engine (``engine.type``: vllm or sglang) is importable."""
+    :func:`cpu_overrides` (one node). ``engine.type: hf`` serves the rollouts from skyrl's hf engine through
+    :mod:`skyrl_verl.rollout` (VeRL's rollout ``skyrl``). Ray is shut down on return (every VeRL worker, rollout
+    server and agent-loop actor ends with it) unless it was running before. Returns :func:`run_report`. Raises
+    ConfigError for unsupported
+    settings and SkyrlError when the inference engine's package (vllm, sglang) is not importable."""
     import importlib.util
     import os
 
+    import ray
     import torch
     from omegaconf import open_dict
 
@@ -293,18 +312,28 @@ def launch(config: Any, *, output_dir: str, n_gpus_per_node: int = 1, nnodes: in
     on_cpu = not torch.cuda.is_available()
     if on_cpu and nnodes != 1:
         raise SkyrlError("skyrl verl launch on a CPU runs on one node: drop --nodes")
-    if importlib.util.find_spec(config.engine.type) is None:
+    if config.engine.type != "hf" and importlib.util.find_spec(config.engine.type) is None:
         raise SkyrlError(f"engine.type '{config.engine.type}' needs the python package '{config.engine.type}' in "
-                         f"VeRL's environment (VeRL 0.9.1 serves rollouts only with vllm, sglang or trtllm: "
-                         f"verl/workers/rollout/base.py:89), which is not installed")
+                         f"VeRL's environment (VeRL 0.9.1 serves rollouts with vllm, sglang or trtllm: "
+                         f"verl/workers/rollout/base.py:89), which is not installed; engine.type hf serves them "
+                         f"from skyrl's hf engine")
     out = Path(output_dir)
     data_dir = out / "verl_data"
     write_task_parquet(config, "train", data_dir / "train.parquet")
     write_task_parquet(config, "eval", data_dir / "val.parquet")
+    # before Ray starts: every VeRL worker inherits the environment and imports these modules with verl
+    modules = [m for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
     if on_cpu:
         from .cpu import CPU_ENV
 
-        os.environ.update(CPU_ENV)  # before Ray starts: every VeRL worker inherits it
+        os.environ.update(CPU_ENV)
+        modules += CPU_ENV["VERL_USE_EXTERNAL_MODULES"].split(",")
+    if config.engine.type == "hf":
+        from . import rollout  # noqa: F401  registers rollout "skyrl" in this process too
+
+        modules.append(ROLLOUT_MODULE)
+        os.environ[rollout.RUN_DIR_ENV] = str(out.resolve())
+    os.environ["VERL_USE_EXTERNAL_MODULES"] = ",".join(dict.fromkeys(modules))
     cfg = build_verl_config(config, train_files=str(data_dir / "train.parquet"),
                             val_files=str(data_dir / "val.parquet"), n_gpus_per_node=n_gpus_per_node,
                             nnodes=nnodes, output_dir=str(out), on_cpu=on_cpu)
@@ -315,9 +344,34 @@ def launch(config: Any, *, output_dir: str, n_gpus_per_node: int = 1, nnodes: in
     from verl.utils.config import validate_config
 
     validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
-    if cfg.trainer.use_v1:
-        run_ppo(cfg, task_runner_class=TaskRunnerV1)
-    else:
-        from verl.trainer.main_ppo_v0 import TaskRunner
+    metrics_path = out.resolve() / METRICS_FILE
+    metrics_path.unlink(missing_ok=True)
+    os.environ["VERL_FILE_LOGGER_PATH"] = str(metrics_path)  # VeRL's own file logger (verl/utils/tracking.py)
+    owns_ray = not ray.is_initialized()
+    try:
+        if cfg.trainer.use_v1:
+            run_ppo(cfg, task_runner_class=TaskRunnerV1)
+        else:
+            from verl.trainer.main_ppo_v0 import TaskRunner
 
-        run_ppo(cfg, task_runner_class=TaskRunner)
+            run_ppo(cfg, task_runner_class=TaskRunner)
+    finally:
+        if owns_ray and ray.is_initialized():
+            ray.shutdown()  # VeRL's run_ppo leaves its Ray (workers, servers, agent-loop actors) running
+    return run_report(out)
+
+
+def _jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def run_report(output_dir: str | Path) -> dict[str, Any]:
+    """What a finished launch in ``output_dir`` did: ``steps`` (VeRL's logged training steps), ``metrics`` (one dict
+    per step as VeRL's file logger wrote it: ``actor/pg_loss``, ``actor/grad_norm``, ``critic/score/mean``, ...;
+    a final validation row, when VeRL logs one, is kept too) and ``weight_syncs`` (with ``engine.type: hf``: one
+    row per weight sync into the rollout server, see :data:`skyrl_verl.rollout.RECORD_FILE`)."""
+    out = Path(output_dir)
+    rows = _jsonl(out / METRICS_FILE)
+    train = [r for r in rows if any(k.startswith("actor/") for k in r.get("data", {}))]
+    syncs = _jsonl(out / "rollout_weight_syncs.jsonl")  # skyrl_verl.rollout.RECORD_FILE (no VeRL import here)
+    return {"steps": len(train), "metrics": [dict(r["data"], step=r["step"]) for r in rows], "weight_syncs": syncs}

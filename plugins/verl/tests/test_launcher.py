@@ -65,7 +65,7 @@ def test_verl_validates_the_composed_config(composed):
 
 
 @pytest.mark.parametrize("sections, key", [
-    ({"engine": {"type": "hf"}}, "engine.type"),
+    ({"engine": {"type": "openai"}}, "engine.type"),
     ({"backend": {"advantage": "none"}}, "backend.advantage"),
     ({"backend": {"advantage": "rloo", "std_normalize": True}}, "backend.std_normalize"),
     ({"backend": {"mini_batches": 3}, "train": {"batch_size": 4}}, "backend.mini_batches"),
