@@ -73,3 +73,11 @@ def test_the_shipped_environments_load_with_disjoint_splits(taskset, n_train, n_
 def test_a_shipped_environments_bad_split_is_named():
     with pytest.raises(ValueError, match="skyrl-codebook: dataset_split 'dev'; valid: train, test"):
         verifiers_task.select(DataSpec(name="skyrl-codebook", split="dev"))
+
+
+@pytest.mark.parametrize("reply, answer", [("<answer>12</answer>", 12), ("3 + 4 = 7", 7), ("no number", None),
+                                           ("<answer>5</answer>, not 9", 5), ("<answer> -2 </answer>", -2)])
+def test_arithmetic_reads_the_tagged_answer_else_the_last_integer(reply, answer):
+    from skyrl_verifiers.envs.arithmetic import answer_of
+
+    assert answer_of(reply) == answer

@@ -1,6 +1,7 @@
 """``skyrl-arithmetic``: single-turn. One sum of two or three integers; the reply puts the result inside
-``<answer></answer>``. Rewards: ``correct`` (weight 1: the tagged integer equals the sum), metric ``tagged``
-(an ``<answer>`` tag was present). Rows are generated from a seed per split, so train and test never share a sum.
+``<answer></answer>``. Rewards: ``correct`` (weight 1: the reply's answer equals the sum — the integer in its last
+``<answer>`` tag, or without a tag its last integer, so a small model that skips the tags still gets a signal),
+metric ``tagged`` (an ``<answer>`` tag was present). Rows are generated from a seed per split, so train and test never share a sum.
 """
 
 from __future__ import annotations
@@ -12,12 +13,22 @@ import verifiers.v1 as vf
 
 SYSTEM = "Add the numbers. Reply with the result inside <answer></answer> tags, for example <answer>12</answer>."
 _ANSWER = re.compile(r"<answer>\s*(-?\d+)\s*</answer>")
+_INTEGER = re.compile(r"-?\d+")
 SEEDS = {"train": 1, "test": 2}
 
 
 def tagged_integer(text: str | None) -> int | None:
     """The integer inside the last ``<answer>`` tag of ``text``, else None."""
     found = _ANSWER.findall(text or "")
+    return int(found[-1]) if found else None
+
+
+def answer_of(text: str | None) -> int | None:
+    """The reply's answer: :func:`tagged_integer`, else the last integer in ``text``, else None."""
+    tagged = tagged_integer(text)
+    if tagged is not None:
+        return tagged
+    found = _INTEGER.findall(text or "")
     return int(found[-1]) if found else None
 
 
@@ -33,7 +44,7 @@ class ArithmeticTask(vf.Task[ArithmeticData]):
 
     @vf.reward(weight=1.0)
     async def correct(self, trace: vf.Trace) -> float:
-        return float(tagged_integer(trace.last_reply) == self.data.answer)
+        return float(answer_of(trace.last_reply) == self.data.answer)
 
     @vf.metric
     async def tagged(self, trace: vf.Trace) -> float:
