@@ -45,12 +45,12 @@ class Replies(ScriptedPolicy):
 
 
 @pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory):
+def tokenizer():
+    """SmolLM2-135M-Instruct's tokenizer and chat template (the bundled model's files; no weights loaded)."""
     pytest.importorskip("transformers")
     from skyrl_core.default_plugins.engines.models import load_tokenizer
-    from skyrl_core.default_plugins.engines.tiny_model import save_tiny_chat_model
 
-    return load_tokenizer(save_tiny_chat_model(tmp_path_factory.mktemp("tiny")))
+    return load_tokenizer("smollm2-135m-instruct")
 
 
 async def run_agent(tmp_path, tokenizer, replies, **mini):
@@ -100,6 +100,20 @@ async def test_mini_swe_agent_calls_are_recorded_with_the_engines_ids_and_its_co
     assert (tmp_path / "ws" / "hello.txt").read_text() == "hi\n"
     observation = next(m["content"] for m in traj.messages if m["role"] == "user" and "<returncode>" in m["content"])
     assert "<returncode>0</returncode>" in observation and "sandbox" in observation  # bwrap's --hostname
+
+
+async def test_a_reply_mini_swe_agent_drops_from_its_history_starts_a_new_datum_with_the_drift_reported(
+        tmp_path, tokenizer):
+    """mini-swe-agent drops a reply it cannot parse from its history (the format error follows the previous user
+    message), so its next request rewrites the recorded conversation: the gateway starts a new datum there
+    (``new_context``) and reports the drift at message 2, the dropped reply; the call after it extends again."""
+    traj, engine, _ = await run_agent(tmp_path, tokenizer, ["I would list the files.", action("ls"), SUBMIT])
+    assert traj.finish_reason == "finished" and traj.metrics["mini_exit_status"] == "Submitted", traj.error
+    assert [t.output_ids for t in traj.transitions] == [out for _, out in engine.calls]
+    assert [bool(t.new_context) for t in traj.transitions] == [False, True, False]
+    assert traj.metrics["gateway_drift"] == 1 and traj.metrics["gateway_extended"] == 1
+    (event,) = traj.metrics["gateway_drift_events"]
+    assert event["call"] == 1 and event["first_message"] == 2 and event["reason"] == "history_changed"
 
 
 async def test_bad_harness_settings_are_named():
