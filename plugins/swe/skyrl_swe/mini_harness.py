@@ -17,7 +17,8 @@ Settings (``data.options.mini_swe_agent`` in a run config, all optional): ``conf
 ships, default ``mini_textbased.yaml``: one fenced ``mswea_bash_command`` block per reply, no tool calling, which a
 small model can follow), ``model_class`` (mini-swe-agent's model class name, default ``litellm_textbased``; use
 ``litellm`` with a tool-calling config such as ``mini.yaml``), ``step_limit`` (model calls, default 3),
-``command_timeout_s`` (one command's bound, default 60).
+``command_timeout_s`` (one command's bound, default 60), ``call_timeout_s`` (how long litellm waits for one model
+call, default 3600: a call is sent once and waited for, never resent while it is still generating).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Any
 
 MODEL_NAME = "skyrl"  # litellm's provider prefix picks its OpenAI client; the gateway serves whichever engine it fronts
 DEFAULTS: dict[str, Any] = {"config": "mini_textbased.yaml", "model_class": "litellm_textbased", "step_limit": 3,
-                            "command_timeout_s": 60}
+                            "command_timeout_s": 60, "call_timeout_s": 3600}
 
 
 def _mini() -> Any:
@@ -62,7 +63,7 @@ def settings(options: dict[str, Any] | None) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"data.options.mini_swe_agent: unknown key(s) {unknown}; valid: {sorted(DEFAULTS)}")
     out = {**DEFAULTS, **options}
-    for key in ("step_limit", "command_timeout_s"):
+    for key in ("step_limit", "command_timeout_s", "call_timeout_s"):
         if not isinstance(out[key], (int, float)) or isinstance(out[key], bool) or out[key] <= 0:
             raise ValueError(f"data.options.mini_swe_agent.{key} must be a positive number, got {out[key]!r}")
     return out
@@ -131,8 +132,12 @@ async def run_mini_swe_agent(base_url: str, trajectory: Any, runtime: Any, insta
                                                            ("top_p", sampling.top_p), ("max_tokens", sampling.max_tokens),
                                                            ("seed", sampling.seed)) if v is not None}
     model_config = {**config.get("model", {}), "model_class": opts["model_class"], "cost_tracking": "ignore_errors"}
+    # one HTTP request per call, waited for as long as the engine takes: a client that times out and resends while
+    # the first request is still generating is refused by the session (409 session_busy), so litellm's 600 s
+    # default and the OpenAI client's own two retries would turn a slow call on a loaded machine into an error
     model_config["model_kwargs"] = {**model_config.get("model_kwargs", {}), **knobs, "api_base": base_url,
-                                    "api_key": os.environ.get("SKYRL_GATEWAY_TOKEN") or "skyrl-gateway"}
+                                    "api_key": os.environ.get("SKYRL_GATEWAY_TOKEN") or "skyrl-gateway",
+                                    "timeout": float(opts["call_timeout_s"]), "max_retries": 0}
     model = get_model(f"openai/{MODEL_NAME}", model_config)
     env_config = {k: v for k, v in config.get("environment", {}).items() if k in ("env", "timeout")}
     env_config["timeout"] = int(opts["command_timeout_s"])

@@ -5,7 +5,6 @@ hostile command reaches neither the host's files, nor the network, nor the gatew
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 
@@ -53,7 +52,7 @@ def tokenizer():
     return load_tokenizer("smollm2-135m-instruct")
 
 
-async def run_agent(tmp_path, tokenizer, replies, **mini):
+async def run_agent(tmp_path, tokenizer, replies, engine_class=None, **mini):
     """One mini-swe-agent run (the task's harness) through a recording gateway on a scripted engine, its
     commands in a bubblewrap sandbox over ``tmp_path/ws``: (trajectory, engine, gateway port)."""
     import functools
@@ -68,7 +67,7 @@ async def run_agent(tmp_path, tokenizer, replies, **mini):
     from skyrl_swe.tasks import mini_swe_agent_task
 
     (tmp_path / "ws").mkdir()
-    engine = Replies(tokenizer, replies)
+    engine = (engine_class or Replies)(tokenizer, replies)
     gateway = Gateway(engine, ChatFormat(tokenizer), require_open=True)
     await gateway.start()
     engine.port = int(gateway.url.rsplit(":", 1)[1])
@@ -116,10 +115,30 @@ async def test_a_reply_mini_swe_agent_drops_from_its_history_starts_a_new_datum_
     assert event["call"] == 1 and event["first_message"] == 2 and event["reason"] == "history_changed"
 
 
+async def test_a_call_slower_than_its_timeout_is_never_resent_while_it_is_still_generating(tmp_path, tokenizer):
+    """A model call that outlives litellm's timeout (here ``call_timeout_s: 1`` against a 3 s first generation; on
+    a loaded CPU, SmolLM2 outlived litellm's 600 s default) must not be resent at once: the OpenAI client's own
+    retries would reach the session while the first request still generates and be refused (409
+    session_busy), failing the run. Sent once, it is resent only by mini-swe-agent's retry after its pause, when
+    the first has finished: the gateway records the resend in place of the lost call (a replay), once."""
+
+    class Slow(Replies):
+        async def generate(self, input_ids, sampling):
+            if not self.calls:
+                await asyncio.sleep(3)
+            return await super().generate(input_ids, sampling)
+
+    traj, engine, _ = await run_agent(tmp_path, tokenizer, [action("ls"), action("ls"), SUBMIT], Slow,
+                                      call_timeout_s=1)
+    assert traj.finish_reason == "finished", traj.error
+    assert traj.metrics["gateway_busy_rejections"] == 0 and traj.metrics["gateway_replays"] == 1
+    assert [t.output_ids for t in traj.transitions] == [out for _, out in engine.calls[1:]]
+
+
 async def test_bad_harness_settings_are_named():
     from skyrl_swe.mini_harness import _config, settings
 
-    with pytest.raises(ValueError, match=r"unknown key\(s\) \['steps'\]; valid: \['command_timeout_s', 'config'"):
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['steps'\]; valid: \['call_timeout_s', 'command_t"):
         settings({"steps": 3})
     with pytest.raises(ValueError, match="step_limit must be a positive number"):
         settings({"step_limit": 0})
