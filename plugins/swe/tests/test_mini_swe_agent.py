@@ -5,6 +5,7 @@ hostile command reaches neither the host's files, nor the network, nor the gatew
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -133,6 +134,23 @@ async def test_a_call_slower_than_its_timeout_is_never_resent_while_it_is_still_
     assert traj.finish_reason == "finished", traj.error
     assert traj.metrics["gateway_busy_rejections"] == 0 and traj.metrics["gateway_replays"] == 1
     assert [t.output_ids for t in traj.transitions] == [out for _, out in engine.calls[1:]]
+
+
+def bash_call(command: str) -> str:
+    return '<tool_call>\n' + json.dumps({"name": "bash", "arguments": {"command": command}}) + '\n</tool_call>'
+
+
+async def test_mini_swe_agents_tool_calling_config_works_through_the_gateways_parser(tmp_path, tokenizer):
+    """mini-swe-agent's tool-calling config (``mini.yaml``, model class ``litellm``): the model's Hermes
+    ``<tool_call>`` comes back to litellm in OpenAI form (the gateway's parser), mini-swe-agent runs the bash call
+    in the sandbox and returns a ``tool`` message, and the next call extends the first."""
+    replies = [bash_call("echo hi > hello.txt"), bash_call("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")]
+    traj, engine, _ = await run_agent(tmp_path, tokenizer, replies, config="mini.yaml", model_class="litellm")
+    assert traj.finish_reason == "finished" and traj.metrics["mini_exit_status"] == "Submitted", traj.error
+    assert (tmp_path / "ws" / "hello.txt").read_text() == "hi\n"
+    assert traj.metrics["gateway_tool_calls"] == 2 and traj.metrics["gateway_extended"] == 1
+    assert [t.output_ids for t in traj.transitions] == [out for _, out in engine.calls]
+    assert any(m["role"] == "tool" for m in traj.messages)
 
 
 async def test_bad_harness_settings_are_named():
