@@ -23,9 +23,10 @@ def register_runtimes(register):
 
 @hookimpl
 def register_instruction_builders(register):
-    from .tasks import build_swe_instructions
+    from .tasks import build_mini_swe_agent_instructions, build_swe_instructions
 
     register(build_swe_instructions, name="swe")
+    register(build_mini_swe_agent_instructions, name="mini_swe_agent")
 
 
 @hookimpl
@@ -37,9 +38,10 @@ def register_verifiers(register):
 
 @hookimpl
 def register_tasks(register):
-    from .tasks import r2e_gym_task, swe_task
+    from .tasks import mini_swe_agent_task, r2e_gym_task, swe_task
 
     register(swe_task)
+    register(mini_swe_agent_task)
     register(r2e_gym_task)
 
 

@@ -35,6 +35,27 @@ def _load(spec: DataSpec) -> list[Instance]:
     return load_instances(spec)
 
 
+def _load_for_mini(spec: DataSpec) -> list[Instance]:
+    """The ``swe`` rows, each carrying the harness's settings (``data.options.mini_swe_agent``, checked here so a
+    bad key fails at load, naming it)."""
+    import attrs
+
+    from .mini_harness import settings
+
+    options = dict(spec.options)
+    mini = settings(options.pop("mini_swe_agent", None))
+    rows = load_instances(attrs.evolve(spec, options=options))
+    for row in rows:
+        row.data["mini_swe_agent"] = mini
+    return rows
+
+
+def build_mini_swe_agent_instructions(instance: Instance, task: Task) -> list[dict]:
+    """The trajectory's opening message before the run, for display: the issue text (mini-swe-agent sends its own
+    prompts; the trajectory's messages become what the gateway recorded)."""
+    return [{"role": "user", "content": instance.data.get("problem_statement", "").strip()}]
+
+
 def _load_docker(spec: DataSpec) -> list[Instance]:
     import attrs
 
@@ -55,6 +76,26 @@ swe_task = Task(
     runtime="swe_sandbox",
     default_data=DataSpec(split="test"),
     content_fields=("problem_statement",),
+)
+
+async def _mini_swe_agent(base_url, trajectory, runtime, instance=None, sampling=None):
+    from .mini_harness import run_mini_swe_agent  # imports mini-swe-agent (and litellm) only when a run uses it
+
+    await run_mini_swe_agent(base_url, trajectory, runtime, instance=instance, sampling=sampling)
+
+
+mini_swe_agent_task = Task(
+    name="mini_swe_agent",
+    description="The swe rows solved by mini-swe-agent (unmodified) as an external harness through the recording "
+                "gateway, its commands in the sandbox; reward 1 when the tests pass.",
+    load=_load_for_mini,
+    instruction_builder="mini_swe_agent",
+    tools=(),
+    verifier="swe_tests",
+    runtime="swe_sandbox",
+    default_data=DataSpec(split="test"),
+    content_fields=("problem_statement",),
+    harness=_mini_swe_agent,
 )
 
 r2e_gym_task = Task(

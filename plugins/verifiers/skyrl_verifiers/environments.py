@@ -99,7 +99,8 @@ def _loaded(key: str) -> tuple[Any, list[Any]]:
 
 
 def load_environment(taskset: str, options: dict | None = None, take: int | None = None) -> tuple[Any, list[Any]]:
-    """The verifiers ``Env`` for the installed taskset ``taskset`` (its id, e.g. ``reverse-text``) and its tasks.
+    """The verifiers ``Env`` for the installed taskset ``taskset`` (its id, e.g. ``reverse-text``, or one this
+    plugin ships: ``skyrl-arithmetic``, ``skyrl-codebook``, ``skyrl-guess``) and its tasks.
 
     ``options`` are the taskset's config fields (``TasksetConfig``: e.g. ``dataset_name``, ``dataset_split``);
     ``take`` bounds a taskset that generates tasks without end (its first ``take``; required for one).
@@ -109,6 +110,9 @@ def load_environment(taskset: str, options: dict | None = None, take: int | None
     _vf()
     from verifiers.v1.utils.loaders import default_harness_id, load_environment as vf_load, resolve_env_config
 
+    from .envs import publish
+
+    publish()  # the tasksets this plugin ships (skyrl-arithmetic, skyrl-codebook, skyrl-guess), by id
     _harness_class()
     try:
         # verifiers' default runtime is Prime's hosted sandbox: the agent's program runs here, as a subprocess

@@ -187,3 +187,93 @@ def test_color_codeword_multi_turn_rewards_equal_verifiers_own(tmp_path, tiny_ch
     assert len(traj.transitions) == 3 and traj.metrics["gateway_extended"] == 2  # one growing conversation
     assert [m["content"] for m in traj.messages if m["role"] == "assistant"] == [answer[:2], answer[:4], answer]
     assert [traj.reward] == asyncio.run(verifiers_own_rewards("color-codeword", {}, engine, tok, limit=1))
+
+
+# -- the three environments this plugin ships (skyrl_verifiers/envs): no package to install, so these run from a
+# fresh clone and in CI
+
+def test_shipped_single_turn_arithmetic_rewards_equal_verifiers_own(tmp_path, tiny_chat_model_dir):
+    """Single-turn (skyrl-arithmetic): a right and a wrong tagged sum score 1 and 0, through skyrl's run_eval and
+    through verifiers' own pipeline; each trajectory is one recorded call with the engine's ids."""
+    from skyrl_core.default_plugins.engines.models import load_tokenizer
+    from skyrl_verifiers.environments import environment
+
+    tok = load_tokenizer(tiny_chat_model_dir)
+    first, second = environment("skyrl-arithmetic", {"dataset_split": "test"})[1][:2]
+    engine = Answers(tok, {first.data.prompt_text: f"<answer>{first.data.answer}</answer>",
+                           second.data.prompt_text: f"<answer>{second.data.answer + 1}</answer>"})
+    config = eval_config(tmp_path, tiny_chat_model_dir, "skyrl-arithmetic", {"size": 2})
+    metrics, done = run(config, tmp_path, engine)
+    assert metrics["finish_reasons"] == {"finished": 2}, metrics.get("error_messages")
+    assert [t.reward for t in done] == [1.0, 0.0]
+    assert [t.reward for t in done] == asyncio.run(
+        verifiers_own_rewards("skyrl-arithmetic", {"dataset_split": "test", "size": 2}, engine, tok))
+    for traj in done:
+        (transition,) = traj.transitions
+        assert any(transition.output_ids == out for _, out in engine.calls)
+        assert traj.metrics["vf_tagged"] == 1.0 and traj.metrics["vf_correct"] == traj.reward
+
+
+@pytest.mark.slow  # verifiers starts an MCP tool server and its chat program per episode (~30 s on 2 loaded cores)
+def test_shipped_tool_using_codebook_rewards_equal_verifiers_own(tmp_path, tiny_chat_model_dir):
+    """Tool-using (skyrl-codebook): the policy calls codebook_lookup (a Hermes <tool_call> the gateway returns in
+    OpenAI form), the per-rollout MCP server answers with the code, the policy gives it: two recorded calls in one
+    datum, reward 1, and verifiers' own pipeline gives the same."""
+    from skyrl_core.default_plugins.engines.models import load_tokenizer
+    from skyrl_verifiers.envs.codebook import CODES
+
+    tok = load_tokenizer(tiny_chat_model_dir)
+    code = CODES["pebble"]
+    engine = Answers(tok, {code: f"<answer>{code}</answer>",  # after the tool's result
+                           "pebble": '<tool_call>\n{"name": "codebook_lookup", "arguments": {"word": "pebble"}}\n'
+                                     '</tool_call>'})
+    config = eval_config(tmp_path, tiny_chat_model_dir, "skyrl-codebook", {"dataset_split": "test"}, split=None,
+                         limit=1)
+    metrics, done = run(config, tmp_path, engine)
+    assert metrics["finish_reasons"] == {"finished": 1}, metrics.get("error_messages")
+    (traj,) = done
+    assert traj.reward == 1.0 and traj.metrics["vf_lookups"] == 1.0
+    assert len(traj.transitions) == 2 and traj.metrics["gateway_tool_calls"] == 1
+    assert traj.metrics["gateway_extended"] == 1 and traj.metrics["gateway_drift"] == 0
+    assert any(m.get("role") == "tool" and code in str(m.get("content")) for m in traj.messages), traj.messages
+    assert [traj.reward] == asyncio.run(
+        verifiers_own_rewards("skyrl-codebook", {"dataset_split": "test"}, engine, tok, limit=1))
+
+
+@pytest.mark.slow  # three turns with the env's scripted user (~20 s on 2 loaded cores)
+def test_shipped_multi_turn_guess_rewards_equal_verifiers_own(tmp_path, tiny_chat_model_dir):
+    """Multi-turn (skyrl-guess): the env answers each guess (higher / lower), so its next user message depends on
+    the reply. The policy guesses 8, then the secret after the env's hint: two recorded calls extending one
+    conversation, reward 1, and verifiers' own pipeline gives the same."""
+    from skyrl_core.default_plugins.engines.models import load_tokenizer
+    from skyrl_verifiers.environments import environment
+
+    tok = load_tokenizer(tiny_chat_model_dir)
+    (task,) = environment("skyrl-guess", {"dataset_split": "test", "size": 1})[1]
+    secret = task.data.answer
+    assert secret != 8  # the test's script guesses 8 first
+    engine = Answers(tok, {"higher than 8": str(secret), "lower than 8": str(secret), "Your guess?": "8"})
+    config = eval_config(tmp_path, tiny_chat_model_dir, "skyrl-guess", {"size": 1})
+    metrics, done = run(config, tmp_path, engine)
+    assert metrics["finish_reasons"] == {"finished": 1}, metrics.get("error_messages")
+    (traj,) = done
+    assert traj.reward == 1.0 and traj.metrics["vf_guesses"] == 2.0
+    assert len(traj.transitions) == 2 and traj.metrics["gateway_extended"] == 1  # one growing conversation
+    hint = f"My number is {'higher' if secret > 8 else 'lower'} than 8."
+    assert [m["content"] for m in traj.messages if m["role"] in ("user", "assistant")][-3:] == ["8", hint, str(secret)]
+    assert [traj.reward] == asyncio.run(
+        verifiers_own_rewards("skyrl-guess", {"dataset_split": "test", "size": 1}, engine, tok))
+
+
+def test_a_real_model_runs_a_shipped_environment_end_to_end(tmp_path, tiny_chat_model_dir):
+    """The real hf engine (tiny random model) on skyrl-arithmetic: both trajectories finish with their call
+    recorded (the engine's ids) and a rubric reward in {0, 1}."""
+    from skyrl_core.evaluate import run_eval
+
+    config = eval_config(tmp_path, tiny_chat_model_dir, "skyrl-arithmetic", {"size": 2})
+    done = []
+    metrics = asyncio.run(run_eval(config, tmp_path / "out", on_trajectory_done=done.append))
+    assert metrics["finish_reasons"] == {"finished": 2}, metrics.get("error_messages")
+    for traj in done:
+        assert len(traj.transitions) == 1 and traj.transitions[0].output_ids
+        assert traj.reward in (0.0, 1.0) and traj.metrics["outcome"] == "scored"

@@ -53,3 +53,31 @@ async def test_a_trajectory_without_a_recorded_trace_is_unverifiable_not_zero():
     traj = Trajectory(instance_id="reverse-text-0", sample_index=0, task="verifiers", group_id="g")
     verdict = await rubric_score(traj, None, None)
     assert verdict.outcome == "unverifiable" and "no verifiers trace" in verdict.reason
+
+
+@pytest.mark.parametrize("taskset, n_train, n_test", [("skyrl-arithmetic", 8, 8), ("skyrl-codebook", 5, 3),
+                                                      ("skyrl-guess", 6, 6)])
+def test_the_shipped_environments_load_with_disjoint_splits(taskset, n_train, n_test):
+    """The three environments this plugin ships need no install; train and test never pose the same task."""
+    from skyrl_verifiers.environments import environment
+
+    train = verifiers_task.select(DataSpec(name=taskset, split="train"))
+    test = verifiers_task.select(DataSpec(name=taskset, split="test"))
+    assert (len(train), len(test)) == (n_train, n_test)
+    answers = lambda split: [t.data.answer for t in environment(taskset, {"dataset_split": split})[1]]  # noqa: E731
+    if taskset != "skyrl-guess":  # guess's prompt is one sentence; its tasks differ by the secret only
+        assert not {i.data["prompt"] for i in train} & {i.data["prompt"] for i in test}
+    assert answers("train") != answers("test")
+
+
+def test_a_shipped_environments_bad_split_is_named():
+    with pytest.raises(ValueError, match="skyrl-codebook: dataset_split 'dev'; valid: train, test"):
+        verifiers_task.select(DataSpec(name="skyrl-codebook", split="dev"))
+
+
+@pytest.mark.parametrize("reply, answer", [("<answer>12</answer>", 12), ("3 + 4 = 7", 7), ("no number", None),
+                                           ("<answer>5</answer>, not 9", 5), ("<answer> -2 </answer>", -2)])
+def test_arithmetic_reads_the_tagged_answer_else_the_last_integer(reply, answer):
+    from skyrl_verifiers.envs.arithmetic import answer_of
+
+    assert answer_of(reply) == answer
