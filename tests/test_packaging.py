@@ -200,7 +200,8 @@ def test_the_wheel_check_runs_every_shipped_example_or_says_why_not():
         else:
             assert len(text) > 20, f"{ref}: a skip names its reason"
     runs = [ref for ref, (_, kind, _) in examples.items() if kind == "run"]
-    assert len(runs) >= len(examples) - 3, f"only {runs} run"
+    # the skips: two GPU recipes, the hosted Tinker service, a verifiers environment on no package index
+    assert len(runs) >= len(examples) - 4, f"only {runs} run"
     # the eval split where the example has one: data.limit would not shrink an eval of it (#37 item 3)
     assert "eval_data.limit=1" in examples["deep-research:hotpotqa"][2].split()
     assert "data.limit=1" in examples["gymenvs:gsm8k"][2].split()
