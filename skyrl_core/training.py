@@ -24,7 +24,7 @@ import logging
 import math
 import random
 import time
-from collections import Counter
+from collections import Counter, deque
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -33,10 +33,11 @@ import attrs
 from .backends import TrainingDivergedError, create_backend
 from .config import Config, config_to_yaml
 from .contracts import member
-from .errors import SkyrlError
+from .errors import ConfigError, SkyrlError
 from .notes import note
 from .postprocess import build_training_batch
 from .rollout import sampling_params
+from .transitions import POLICY_VERSION, Trajectory, Transition
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 
 log = logging.getLogger(__name__)
@@ -159,6 +160,23 @@ def trainable_data(batch: Any) -> int:
     return sum(1 for d in batch.data if d.loss_mask and any(d.response_mask))
 
 
+def staleness_metrics(trajectories: Sequence[Any], step: int) -> dict[str, float]:
+    """Staleness of the trajectories step ``step`` trains on: how many policy versions each lags the policy being
+    updated (``step - 1 -`` the oldest ``policy_version`` of its calls; trajectories without a call are left out).
+    ``async/staleness_<s>`` is the fraction of them ``s`` versions old (the histogram), ``async/staleness_mean``
+    and ``async/staleness_max``; empty when no call carries a version."""
+    ages = []
+    for t in trajectories:
+        versions = [x.policy_version for x in t.transitions if x.policy_version is not None]
+        if versions:
+            ages.append(step - 1 - min(versions))
+    if not ages:
+        return {}
+    out = {f"async/staleness_{s}": c / len(ages) for s, c in sorted(Counter(ages).items())}
+    out.update({"async/staleness_mean": sum(ages) / len(ages), "async/staleness_max": float(max(ages))})
+    return out
+
+
 def no_data_reason(trajectories: Sequence[Any], batch: Any) -> str:
     """Why a step's batch holds no trainable data, in words a user can act on: every trajectory failed before
     the model produced a token (with the first error), every group had zero advantage (equal rewards within each
@@ -182,6 +200,253 @@ def no_data_reason(trajectories: Sequence[Any], batch: Any) -> str:
         cut = " (max_tokens: cut at sampling.max_tokens)" if "max_tokens" in masked else ""
         return f"every trajectory with a non-zero advantage was loss-masked (finish reasons: {parts}){cut}"
     return "no datum had a generated token"
+
+
+# -- asynchronous training (train.max_staleness > 0) ------------------------------------------------------------
+def declared_max_staleness(backend: Any) -> float:
+    """The most policy versions of lag ``backend`` declares it can train on: the ``max_staleness`` member of the
+    backend's *own* class (a class or an instance; not inherited, so a bridge that subclasses the local backend but
+    trains with its own loss is not taken to support it), else 0 (synchronous only)."""
+    cls = backend if isinstance(backend, type) else type(backend)
+    return float(cls.__dict__.get("max_staleness", 0) or 0)
+
+
+def check_staleness_support(config: Config, backend: Any) -> None:
+    """Raise ConfigError naming the backend when ``train.max_staleness`` exceeds what it declares
+    (:func:`declared_max_staleness`): no setting may silently do nothing."""
+    k = config.train.max_staleness
+    limit = declared_max_staleness(backend)
+    if k > limit:
+        cls = backend if isinstance(backend, type) else type(backend)
+        raise ConfigError(
+            f"config key 'train.max_staleness' is {k}, but backend '{config.backend.type}' ({cls.__name__}) "
+            f"{'trains synchronously only' if limit == 0 else f'supports at most {limit:g}'}: set "
+            f"train.max_staleness: {0 if limit == 0 else int(limit)}, or use backend.type: local for asynchronous "
+            f"training")
+
+
+def trajectory_from_json(data: dict) -> Trajectory:
+    """Rebuild a :class:`~skyrl_core.transitions.Trajectory` from its ``to_json()`` (the async buffer in a
+    checkpoint)."""
+    fields = {f.name for f in attrs.fields(Trajectory)}
+    kw = {k: v for k, v in data.items() if k in fields}
+    kw["transitions"] = [Transition(**t) for t in data.get("transitions", [])]
+    return Trajectory(**kw)
+
+
+@attrs.define(eq=False)
+class RolloutGroup:
+    """One instance's ``sampling.n_samples`` rollouts in the async buffer. ``seq``: its place in the run's stream
+    of instances (cursor order); ``index``: into the train instances; ``version``: the policy version when it was
+    admitted (its oldest call's); ``attempt``: 0, then 1.. for resamples after a drop."""
+
+    seq: int
+    index: int
+    version: int
+    attempt: int = 0
+    trajectories: list = attrs.Factory(list)
+    dispatch: dict = attrs.Factory(dict)
+    task: Any = None
+    cancel_reason: str | None = None
+
+
+#: drop outcomes of a group, counted under ``async/dropped_<outcome>``
+DROP_OUTCOMES = ("deadline", "error", "cancelled", "stale")
+
+
+class AsyncRollouts:
+    """The producer of asynchronous training: rolls out groups while the trainer trains, within the staleness bound.
+
+    ``AsyncRollouts(run, max_staleness, deadline_s, max_resamples=1)``. With ``B`` = ``train.batch_size`` groups
+    per step and ``k`` = ``max_staleness``, a group is admitted only while ``in_training + accepted + running <
+    min((k + 1) * B, groups the remaining steps consume)``, where ``in_training`` is the batch of the step being
+    trained (``B`` during a train step, else 0), ``accepted`` the completed groups waiting in the buffer and
+    ``running`` those being rolled out; so whatever is admitted at policy version ``v`` is consumed by steps ``v +
+    1 .. v + 1 + k`` in admission order. Groups leave the buffer in completion order (a slow group never blocks
+    the others), so :meth:`take` also drops a group older than its step allows (``version < step - 1 - k``:
+    ``dropped_stale``); staleness of a trained datum never exceeds ``k``.
+
+    Fault tolerance: each trajectory has the dispatcher's stage deadlines (``dispatcher.init/run/eval_timeout_s``:
+    a hung or failing trajectory ends masked, its group completes with the others kept); a group that exceeds
+    ``deadline_s`` in all (the backstop), whose rollout raises, or that is cancelled (:meth:`cancel`) is dropped
+    (its runtimes are released by the dispatcher's cancellation path) and its instance is rolled out again
+    (resampled, new seeds) up to ``max_resamples`` times, then given up (``lost``). ``counts`` keeps
+    ``admitted = completed + dropped_deadline + dropped_error + dropped_cancelled + running`` and ``completed =
+    consumed + dropped_stale + accepted`` exact; ``resampled + lost`` equals all drops.
+    ``peak_live`` is the largest ``in_training + accepted + running`` seen (never above the bound).
+    """
+
+    def __init__(self, run: "TrainRun", max_staleness: int, deadline_s: float | None, max_resamples: int = 1) -> None:
+        self.run = run
+        self.k = max_staleness
+        self.batch_size = run.config.train.batch_size
+        self.deadline_s = deadline_s
+        self.max_resamples = max_resamples
+        self.pending: deque[tuple[int, int, int]] = deque()  # (seq, index, attempt) admitted before new instances
+        self.running: dict[int, RolloutGroup] = {}
+        self.buffer: list[RolloutGroup] = []
+        self.in_training = 0
+        self.counts: Counter = Counter()
+        self.next_seq = 0
+        self.peak_live = 0
+        self.busy_intervals: list[tuple[float, float]] = []
+        self._cv: asyncio.Condition | None = None
+        self._producer: asyncio.Task | None = None
+        self._closing = False
+
+    # -- bound -------------------------------------------------------------------------------------------------
+    def capacity(self) -> int:
+        """Groups that may be in training, accepted or running now (the admission bound)."""
+        remaining = max(0, self.run.config.train.steps - self.run.step) * self.batch_size
+        return min((self.k + 1) * self.batch_size, remaining)
+
+    def live(self) -> int:
+        return self.in_training + len(self.buffer) + len(self.running)
+
+    # -- producer ----------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._cv = asyncio.Condition()
+        self._producer = asyncio.ensure_future(self._produce())
+
+    async def _produce(self) -> None:
+        assert self._cv is not None
+        while True:
+            async with self._cv:
+                await self._cv.wait_for(lambda: self.live() < self.capacity())
+                if self.pending:
+                    seq, index, attempt = self.pending.popleft()
+                else:
+                    seq, index, attempt = self.next_seq, self.run.cursor.take(1)[0], 0
+                    self.next_seq += 1
+                group = RolloutGroup(seq=seq, index=index, version=self.run.version, attempt=attempt)
+                self.running[seq] = group
+                self.counts["admitted"] += 1
+                self.peak_live = max(self.peak_live, self.live())
+                group.task = asyncio.ensure_future(self._roll(group))
+
+    async def _roll(self, group: RolloutGroup) -> None:
+        run = self.run
+        cfg = run.config
+        item = run.train_items[group.index]
+        seed_round = f"step-{group.seq // self.batch_size + 1}" + (f"/retry-{group.attempt}" if group.attempt else "")
+        sampling = sampling_params(cfg, seed=run.sampling_seed)
+        outcome = "completed"
+        try:
+            trajectories, dispatch = await asyncio.wait_for(
+                run.session.rollout([item], cfg.sampling.n_samples, sampling, seed_round=seed_round), self.deadline_s)
+            group.trajectories, group.dispatch = list(trajectories), dispatch
+        except (asyncio.TimeoutError, TimeoutError):
+            outcome = "deadline"
+            log.warning("group %s:%s (stream %d) missed its %.0f s deadline: dropped", item[0].name, item[1].id,
+                        group.seq, self.deadline_s or 0)
+        except asyncio.CancelledError:
+            if group.cancel_reason is None:  # the run is closing
+                raise
+            outcome = "cancelled"
+        except Exception as exc:  # a rollout that raises costs its group, never the run
+            outcome = "error"
+            log.warning("group %s:%s (stream %d) failed: %s: %s: dropped", item[0].name, item[1].id, group.seq,
+                        type(exc).__name__, exc)
+        assert self._cv is not None
+        async with self._cv:
+            self.running.pop(group.seq, None)
+            group.task = None
+            if outcome == "completed":
+                self.buffer.append(group)
+                self.counts["completed"] += 1
+            else:
+                self._drop(group, outcome)
+            self._cv.notify_all()
+
+    def _drop(self, group: RolloutGroup, outcome: str) -> None:
+        self.counts[f"dropped_{outcome}"] += 1
+        if group.attempt < self.max_resamples:
+            self.pending.append((group.seq, group.index, group.attempt + 1))
+            self.counts["resampled"] += 1
+        else:
+            self.counts["lost"] += 1
+            item = self.run.train_items[group.index]
+            log.warning("instance %s:%s given up after %d attempts", item[0].name, item[1].id, group.attempt + 1)
+
+    def cancel(self, seq: int, reason: str = "cancelled") -> bool:
+        """Cancel running group ``seq`` (counted ``dropped_cancelled`` and resampled). False when not running."""
+        group = self.running.get(seq)
+        if group is None or group.task is None:
+            return False
+        group.cancel_reason = reason
+        group.task.cancel()
+        return True
+
+    # -- trainer side ------------------------------------------------------------------------------------------
+    async def take(self, step: int) -> list[RolloutGroup]:
+        """The ``batch_size`` groups step ``step`` trains on, first completed first; waits until there are
+        enough. Drops (and resamples) groups whose version is below ``step - 1 - k``."""
+        assert self._cv is not None
+        async with self._cv:
+            while True:
+                for group in [g for g in self.buffer if g.version < step - 1 - self.k]:
+                    self.buffer.remove(group)
+                    self._drop(group, "stale")
+                    self._cv.notify_all()
+                if len(self.buffer) >= self.batch_size:
+                    break
+                await self._cv.wait()
+            groups = self.buffer[:self.batch_size]
+            del self.buffer[:self.batch_size]
+            self.in_training = len(groups)
+            self.counts["consumed"] += len(groups)
+            self._cv.notify_all()
+        return groups
+
+    async def step_done(self) -> None:
+        """The step's update reached the engine: its batch no longer counts against the bound."""
+        assert self._cv is not None
+        async with self._cv:
+            self.in_training = 0
+            self._cv.notify_all()
+
+    def metrics(self) -> dict[str, float]:
+        """``async/*`` counters (cumulative over this process) and the buffer's state now."""
+        out = {f"async/{k}": float(self.counts.get(k, 0)) for k in
+               ("admitted", "completed", "consumed", "resampled", "lost", *[f"dropped_{o}" for o in DROP_OUTCOMES])}
+        out.update({"async/running": float(len(self.running)), "async/accepted": float(len(self.buffer)),
+                    "async/peak_live": float(self.peak_live), "async/bound": float((self.k + 1) * self.batch_size)})
+        return out
+
+    # -- checkpoint --------------------------------------------------------------------------------------------
+    def to_state(self) -> dict[str, Any]:
+        """The buffer for a checkpoint: completed groups with their trajectories, and the groups still to roll out
+        (running now, or waiting to be resampled) by stream position, instance and attempt. A resumed run rolls
+        those out again and trains the completed ones, so no instance is repeated or lost."""
+        return {"next_seq": self.next_seq,
+                "todo": [[g.seq, g.index, g.attempt] for g in sorted(self.running.values(), key=lambda g: g.seq)]
+                + [list(p) for p in self.pending],
+                "accepted": [{"seq": g.seq, "index": g.index, "version": g.version, "attempt": g.attempt,
+                              "trajectories": [t.to_json() for t in g.trajectories]} for g in self.buffer],
+                "counts": dict(self.counts)}
+
+    def load_state(self, state: dict[str, Any] | None) -> None:
+        if not state:
+            return
+        self.next_seq = int(state["next_seq"])
+        self.pending = deque(tuple(int(x) for x in p) for p in state.get("todo", []))
+        self.buffer = [RolloutGroup(seq=g["seq"], index=g["index"], version=g["version"], attempt=g["attempt"],
+                                    trajectories=[trajectory_from_json(t) for t in g["trajectories"]])
+                       for g in state.get("accepted", [])]
+        self.counts = Counter({k: int(v) for k, v in state.get("counts", {}).items()})
+
+    async def close(self) -> None:
+        """Stop the producer and cancel every running group; their dispatchers release the runtimes first."""
+        self._closing = True
+        tasks = [t for t in [self._producer, *[g.task for g in self.running.values()]] if t is not None]
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+
 
 
 #: The loggers every run writes to, before those the config turns on: ``jsonl`` (metrics.jsonl, the run's record,
@@ -293,7 +558,7 @@ class TrainRun:
                  session_factory: Callable[[Config], Any] | None = None,
                  on_step: Callable[[dict], None] | None = None,
                  on_rollout: Callable[[str, int, int], None] | None = None,
-                 accept_data_change: bool = False) -> None:
+                 accept_data_change: bool = False, group_deadline_s: float | None = None) -> None:
         self.config = config
         self.accept_data_change = accept_data_change
         self.fingerprint: dict[str, Any] | None = None
@@ -312,6 +577,10 @@ class TrainRun:
         self._training = False
         self.steps_run = 0  # train steps run by this process (a resumed run's earlier steps not included)
         self.steps_updated = 0  # of those, steps that updated the policy (trainable data, an optimiser step)
+        self.version = 0  # policy version: train steps whose weights have reached the engine
+        self.group_deadline_s = group_deadline_s
+        self.rollouts: AsyncRollouts | None = None  # the producer, with train.max_staleness > 0
+        self._t_start = time.perf_counter()
 
     # -- setup -----------------------------------------------------------------------------------------------
     async def _setup(self) -> None:
@@ -333,7 +602,11 @@ class TrainRun:
         refuse_scripted_policy(self.session.engine)  # a benchmark fixture ignores weight updates: nothing to train
         # a misspelled estimator fails now, naming the registered ones, not after the first rollout
         self.session.registry.get("advantage_estimators", self.config.backend.advantage)
+        registered = self.session.registry.get("backends", self.config.backend.type)
+        if isinstance(registered, type):  # a class: refuse before building a backend that cannot honour it
+            check_staleness_support(self.config, registered)
         self.backend = create_backend(self.config, self.session.engine)
+        check_staleness_support(self.config, self.backend)
         self.train_items = self.session.load_instances("train")
         needs_eval = self.config.train.eval_every > 0 or self.config.train.eval_at_start
         self.eval_items = self.session.load_instances("eval") if needs_eval else []
@@ -351,12 +624,19 @@ class TrainRun:
             self._saved_step = self.step
             self.records = self.logger.truncate_after(self.step)
             self._restore_dispatch_memory(state)
+            self.version = self.step
             await self.backend.sync_weights(self.session.engine)
             log.warning("resumed from %s at step %d", existing, self.step)
         else:
             self.logger.truncate_after(-1)
         self.cursor = DataCursor(len(self.train_items), self.config.train.seed, position)
         self._cursor_done = position
+        if self.config.train.max_staleness > 0:
+            self.rollouts = AsyncRollouts(self, self.config.train.max_staleness, self._group_deadline())
+            if self.resume:
+                self.rollouts.load_state(state.get("async_buffer"))
+                if "async_buffer" not in state:
+                    self.rollouts.next_seq = position
 
     def _check_fingerprint(self, checkpoint: Path) -> None:
         try:
@@ -413,12 +693,22 @@ class TrainRun:
             self._training = False
         t_train = time.perf_counter() - t1
         self.step = step
+        self.version = step
         self._cursor_done = self.cursor.position  # what a checkpoint of this step records
         record: dict[str, Any] = {"kind": "train", "step": step, "instances": [f"{tc.name}:{inst.id}" for tc, inst in items]}
         record.update(trajectory_summary(trajectories))
         record.update({f"batch/{k}": v for k, v in batch.metrics.items()})
         record.update({f"train/{k}": v for k, v in train_metrics.items()})
         record.update({f"dispatch/{k}": v for k, v in dispatch.items() if isinstance(v, (int, float))})
+        self._finish_record(record, trajectories, batch, trainable, train_metrics, step)
+        record.update(rollout_s=t_rollout, train_s=t_train, step_s=time.perf_counter() - t0,
+                      bad_steps=self.backend.bad_steps, **self._timeline(t1, t1 + t_train))
+        self._log(record)
+        self._check_bad_steps(step)
+        return record
+
+    def _finish_record(self, record: dict, trajectories: Sequence[Any], batch: Any, trainable: int,
+                       train_metrics: dict, step: int) -> None:
         updated = trainable > 0 and not train_metrics.get("empty") and train_metrics.get("optim_steps", 1) != 0
         record["trainable_data"] = float(trainable)
         if not updated:
@@ -427,13 +717,73 @@ class TrainRun:
             log.warning("step %d trained nothing: %s", step, record["no_update"])
         self.steps_run += 1
         self.steps_updated += updated
-        record.update(rollout_s=t_rollout, train_s=t_train, step_s=time.perf_counter() - t0,
-                      bad_steps=self.backend.bad_steps)
-        self._log(record)
+
+    def _timeline(self, train_start: float, train_end: float) -> dict[str, float]:
+        """When the step's update ran, in seconds since the run started (the benchmark's timeline)."""
+        return {"time/train_start_s": train_start - self._t_start, "time/train_end_s": train_end - self._t_start}
+
+    def _check_bad_steps(self, step: int) -> None:
+        cfg = self.config
         if self.backend.bad_steps >= cfg.train.max_bad_steps:
             raise TrainingDivergedError(
                 f"{self.backend.bad_steps} training steps in a row had a non-finite loss or gradient (step {step}); "
                 f"stopping (train.max_bad_steps={cfg.train.max_bad_steps}). Lower backend.lr or check rewards.")
+
+    def _group_deadline(self) -> float | None:
+        """The backstop deadline of one group in async training: ``group_deadline_s`` when given, else the sum
+        of the dispatcher's per-trajectory stage timeouts (init, run, eval, release) plus 60 s; None (no backstop)
+        when any of them is unset."""
+        if self.group_deadline_s is not None:
+            return self.group_deadline_s
+        d = self.config.dispatcher
+        parts = [getattr(d, f"{s}_timeout_s", None) for s in ("init", "run", "eval", "release")]
+        return None if any(p is None for p in parts) else sum(parts) + 60.0
+
+    async def train_step_async(self) -> dict[str, Any]:
+        """One step of asynchronous training (``train.max_staleness`` > 0): take ``train.batch_size`` completed
+        groups from the producer (:class:`AsyncRollouts`), train, push the weights to the engine (running calls
+        continue with the new weights from their next token on the hf engine; see docs/training.md), then free
+        the step's share of the staleness bound. Logs what :meth:`train_step` logs plus ``async/*``: the
+        staleness histogram of the trained data (``async/staleness_<s>``: fraction of data ``s`` versions old),
+        ``async/wait_s`` (the trainer waiting for rollouts) and the producer's counters."""
+        cfg = self.config
+        assert self.rollouts is not None
+        step = self.step + 1
+        t0 = time.perf_counter()
+        groups = await self.rollouts.take(step)
+        _raise_if_cancelled()
+        t_wait = time.perf_counter() - t0
+        trajectories = [t for g in groups for t in g.trajectories]
+        items = [self.train_items[g.index] for g in groups]
+        self._dump_trajectories(f"step-{step:06d}", trajectories)
+        batch = build_training_batch(trajectories, cfg.backend.advantage, cfg.backend.std_normalize)
+        trainable = trainable_data(batch)
+        t1 = time.perf_counter()
+        self._training = True
+        try:
+            train_metrics = await self.backend.train_step(batch)
+            await self.backend.sync_weights(self.session.engine)
+        finally:
+            self._training = False
+        t_train = time.perf_counter() - t1
+        self.step = step
+        self.version = step
+        await self.rollouts.step_done()
+        self._cursor_done = self.cursor.position
+        record: dict[str, Any] = {"kind": "train", "step": step,
+                                  "instances": [f"{tc.name}:{inst.id}" for tc, inst in items]}
+        record.update(trajectory_summary(trajectories))
+        record.update({f"batch/{k}": v for k, v in batch.metrics.items()})
+        record.update({f"train/{k}": v for k, v in train_metrics.items()})
+        record.update(staleness_metrics(trajectories, step))
+        record["async/group_versions"] = [g.version for g in groups]
+        record["async/group_seqs"] = [g.seq for g in groups]  # places in the instance stream (cursor order)
+        record.update(self.rollouts.metrics())
+        self._finish_record(record, trajectories, batch, trainable, train_metrics, step)
+        record.update(rollout_s=t_wait, train_s=t_train, step_s=time.perf_counter() - t0, **{"async/wait_s": t_wait},
+                      bad_steps=self.backend.bad_steps, **self._timeline(t1, t1 + t_train))
+        self._log(record)
+        self._check_bad_steps(step)
         return record
 
     async def evaluate(self) -> dict[str, Any]:
@@ -446,7 +796,7 @@ class TrainRun:
         t0 = time.perf_counter()
         sampling = sampling_params(cfg, temperature=cfg.train.eval_temperature, seed=self.sampling_seed)
         self._watch_rollout("eval before training" if self.step == 0 else f"eval after step {self.step}",
-                            len(self.eval_items))
+                            len(self.eval_items), {f"{tc.name}:{inst.id}" for tc, inst in self.eval_items})
         trajectories, _ = await self.session.rollout(self.eval_items, 1, sampling, seed_round="eval",
                                                      keep=("temperature",))
         _raise_if_cancelled()
@@ -459,13 +809,16 @@ class TrainRun:
         self._log(record)
         return record
 
-    def _watch_rollout(self, phase: str, total: int) -> None:
-        """Report each finished trajectory of the next rollout to ``on_rollout`` (progress display)."""
+    def _watch_rollout(self, phase: str, total: int, groups: set[str] | None = None) -> None:
+        """Report each finished trajectory of the next rollout to ``on_rollout`` (progress display); with
+        ``groups``, only trajectories of those groups count (async training rolls out train groups meanwhile)."""
         if self.on_rollout is None:
             return
         done = [0]
 
-        def tick(_trajectory: Any) -> None:
+        def tick(trajectory: Any) -> None:
+            if groups is not None and trajectory.group_id.split("/")[0] not in groups:
+                return
             done[0] += 1
             self.on_rollout(phase, done[0], total)
 
@@ -504,6 +857,9 @@ class TrainRun:
         memory = getattr(self.session, "dispatch_memory", None)
         if memory is not None:  # e.g. the instances' measured stage seconds, so a resumed run keeps its priorities
             state["dispatch_memory"] = memory.to_state()
+        if self.rollouts is not None:  # handed-out instances not yet trained: in the buffer, running or to resample
+            state["cursor"] = self.cursor.position
+            state["async_buffer"] = self.rollouts.to_state()
         path = save_checkpoint(self.ckpt_root, self.step, self.backend, state,
                                keep=self.config.train.keep_checkpoints)
         self._saved_step = self.step
@@ -519,12 +875,19 @@ class TrainRun:
         """Train to ``train.steps``; return a summary (first/last eval pass@1, paths, ``steps_run`` and
         ``steps_updated`` by this process, ``no_update_reasons`` with counts). Saves a checkpoint on Ctrl-C (unless interrupted inside a weight update) and re-raises."""
         cfg = self.config
+        POLICY_VERSION.set(lambda: self.version)  # every recorded call carries the version it was generated with
+        self._t_start = time.perf_counter()
         try:
             await self._setup()
             if self.step == 0 and cfg.train.eval_at_start and self.eval_items:
                 await self.evaluate()
+            if self.rollouts is not None and self.step < cfg.train.steps:
+                self.rollouts.start()
             while self.step < cfg.train.steps:
-                await self.train_step()
+                if self.rollouts is not None:
+                    await self.train_step_async()
+                else:
+                    await self.train_step()
                 if self._eval_due():
                     await self.evaluate()
                 if cfg.train.checkpoint_every > 0 and self.step % cfg.train.checkpoint_every == 0:
@@ -553,6 +916,8 @@ class TrainRun:
                 "checkpoint": str(latest_checkpoint(self.ckpt_root) or "")}
 
     async def _close(self) -> None:
+        if self.rollouts is not None:
+            await self.rollouts.close()
         if self.logger is not None:
             self.logger.close()
         if self.backend is not None:

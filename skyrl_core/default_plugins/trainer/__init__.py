@@ -55,7 +55,7 @@ def register_advantage_estimators(register):
 
 @hookimpl(trylast=True)
 def register_policy_losses(register):
-    for name in ("ppo_clip", "gspo", "reinforce"):
+    for name in ("ppo_clip", "gspo", "reinforce", "decoupled_ppo"):
         register(_PolicyLoss(name), name=name)
 
 
