@@ -356,3 +356,18 @@ def test_admission_bound_and_stale_drop_without_a_model():
     assert r.capacity() == 4
     run.step = 10
     assert r.capacity() == 0
+
+
+def test_training_loop_simulation_overlaps_and_keeps_the_bound():
+    """`skyrl bench dispatch`'s training-loop simulation: k = 0 is rollout + train per step; k > 0 overlaps them
+    (never slower, never staler than k)."""
+    from skyrl_core.default_plugins.bench.training_sim import simulate_loop, training_loop_table
+
+    sync = simulate_loop(0, 2.0, steps=10, seed=1)
+    assert sync["s_per_step"] == pytest.approx(sync["rollout_s_mean"] + 2.0)
+    assert sync["max_staleness_seen"] == 0
+    for k in (1, 2):
+        r = simulate_loop(k, 2.0, steps=10, seed=1)
+        assert r["s_per_step"] < sync["s_per_step"] and r["max_staleness_seen"] <= k
+    rows = training_loop_table(ratios=(1.0,), seeds=1, steps=10)
+    assert [r["max_staleness"] for r in rows] == [0, 1, 2] and rows[0]["speedup"] == 1.0 and rows[1]["speedup"] > 1
