@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 import json
 import logging
 import math
@@ -204,9 +205,12 @@ def no_data_reason(trajectories: Sequence[Any], batch: Any) -> str:
 
 # -- asynchronous training (train.max_staleness > 0) ------------------------------------------------------------
 def declared_max_staleness(backend: Any) -> float:
-    """The most policy versions of lag ``backend`` declares it can train on: the ``max_staleness`` member of the
-    backend's *own* class (a class or an instance; not inherited, so a bridge that subclasses the local backend but
-    trains with its own loss is not taken to support it), else 0 (synchronous only)."""
+    """The most policy versions of lag ``backend`` declares it can train on: a ``max_staleness`` member of the
+    backend's *own* class (given a class or an instance; not inherited, so a bridge that subclasses the local
+    backend but trains with its own loss is not taken to support it), or an attribute of a registered factory
+    function; else 0 (synchronous only)."""
+    if inspect.isfunction(backend) or inspect.ismethod(backend):
+        return float(getattr(backend, "max_staleness", 0) or 0)
     cls = backend if isinstance(backend, type) else type(backend)
     return float(cls.__dict__.get("max_staleness", 0) or 0)
 
@@ -217,7 +221,7 @@ def check_staleness_support(config: Config, backend: Any) -> None:
     k = config.train.max_staleness
     limit = declared_max_staleness(backend)
     if k > limit:
-        cls = backend if isinstance(backend, type) else type(backend)
+        cls = backend if isinstance(backend, type) or inspect.isfunction(backend) else type(backend)
         raise ConfigError(
             f"config key 'train.max_staleness' is {k}, but backend '{config.backend.type}' ({cls.__name__}) "
             f"{'trains synchronously only' if limit == 0 else f'supports at most {limit:g}'}: set "
@@ -602,9 +606,8 @@ class TrainRun:
         refuse_scripted_policy(self.session.engine)  # a benchmark fixture ignores weight updates: nothing to train
         # a misspelled estimator fails now, naming the registered ones, not after the first rollout
         self.session.registry.get("advantage_estimators", self.config.backend.advantage)
-        registered = self.session.registry.get("backends", self.config.backend.type)
-        if isinstance(registered, type):  # a class: refuse before building a backend that cannot honour it
-            check_staleness_support(self.config, registered)
+        # refuse before building a backend that cannot honour the setting, and check what was built too
+        check_staleness_support(self.config, self.session.registry.get("backends", self.config.backend.type))
         self.backend = create_backend(self.config, self.session.engine)
         check_staleness_support(self.config, self.backend)
         self.train_items = self.session.load_instances("train")

@@ -299,8 +299,18 @@ def test_a_backend_that_does_not_declare_staleness_is_refused_naming_it(tiny_con
         cfg.backend.type = backend
         with pytest.raises(ConfigError, match=rf"train.max_staleness.*backend '{backend}' \(BridgeLike\).*synchronously"):
             check_staleness_support(cfg, BridgeLike)
+    def bridge_factory(config, engine=None):  # how the bridges register: a factory, checked before it builds
+        raise AssertionError("never built")
+
+    cfg.backend.type = "verl"
+    with pytest.raises(ConfigError, match=r"backend 'verl' \(bridge_factory\) trains synchronously only"):
+        check_staleness_support(cfg, bridge_factory)
+    from skyrl_core.default_plugins.trainer.local import local_backend
+
+    check_staleness_support(cfg, local_backend)
     cfg.train.max_staleness = 0
     check_staleness_support(cfg, BridgeLike)  # the synchronous loop needs no declaration
+    check_staleness_support(cfg, bridge_factory)
 
 
 def test_staleness_histogram_counts_versions_behind_the_policy_trained():
