@@ -305,7 +305,7 @@ def test_a_backend_that_does_not_declare_staleness_is_refused_naming_it(tiny_con
     cfg.backend.type = "verl"
     with pytest.raises(ConfigError, match=r"backend 'verl' \(bridge_factory\) trains synchronously only"):
         check_staleness_support(cfg, bridge_factory)
-    from skyrl_core.default_plugins.trainer.local import local_backend
+    from skyrl_core.default_plugins.trainer import local_backend
 
     check_staleness_support(cfg, local_backend)
     cfg.train.max_staleness = 0

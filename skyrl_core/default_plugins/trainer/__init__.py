@@ -20,6 +20,7 @@ def local_backend(config, engine=None):
 
 
 local_backend.name = "local"
+local_backend.max_staleness = float("inf")  # asynchronous training: any lag (LocalBackend declares it too)
 
 
 @hookimpl(trylast=True)

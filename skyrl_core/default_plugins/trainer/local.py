@@ -457,5 +457,3 @@ def local_backend(config: Any, engine: Any = None) -> LocalBackend:
     """Factory registered as backend ``local``."""
     return LocalBackend(config, engine)
 
-
-local_backend.max_staleness = LocalBackend.max_staleness  # declared where the core reads it before building
