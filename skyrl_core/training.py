@@ -685,8 +685,25 @@ class TrainRun:
         _raise_if_cancelled()
         t_rollout = time.perf_counter() - t0
         self._dump_trajectories(f"step-{step:06d}", trajectories)
+        batch, trainable, train_metrics, t1, t_train = await self._train_and_sync(trajectories)
+        self.step = step
+        self.version = step
+        self._cursor_done = self.cursor.position  # what a checkpoint of this step records
+        record = self._step_record(step, items, trajectories, batch, train_metrics)
+        record.update({f"dispatch/{k}": v for k, v in dispatch.items() if isinstance(v, (int, float))})
+        self._finish_record(record, trajectories, batch, trainable, train_metrics, step)
+        record.update(rollout_s=t_rollout, train_s=t_train, step_s=time.perf_counter() - t0,
+                      bad_steps=self.backend.bad_steps, **self._timeline(t1, t1 + t_train))
+        self._log(record)
+        self._check_bad_steps(step)
+        return record
+
+    async def _train_and_sync(self, trajectories: Sequence[Any]) -> tuple[Any, int, dict, float, float]:
+        """Build the step's TrainingBatch, update the policy and push the weights to the engine; returns the batch,
+        its trainable data count, the backend's metrics, when the update started (perf_counter) and its seconds
+        (update + weight sync, as ``train_s`` always counted)."""
+        cfg = self.config
         batch = build_training_batch(trajectories, cfg.backend.advantage, cfg.backend.std_normalize)
-        trainable = trainable_data(batch)
         t1 = time.perf_counter()
         self._training = True
         try:
@@ -694,20 +711,16 @@ class TrainRun:
             await self.backend.sync_weights(self.session.engine)
         finally:
             self._training = False
-        t_train = time.perf_counter() - t1
-        self.step = step
-        self.version = step
-        self._cursor_done = self.cursor.position  # what a checkpoint of this step records
-        record: dict[str, Any] = {"kind": "train", "step": step, "instances": [f"{tc.name}:{inst.id}" for tc, inst in items]}
+        return batch, trainable_data(batch), train_metrics, t1, time.perf_counter() - t1
+
+    @staticmethod
+    def _step_record(step: int, items: Sequence[Any], trajectories: Sequence[Any], batch: Any,
+                     train_metrics: dict) -> dict[str, Any]:
+        record: dict[str, Any] = {"kind": "train", "step": step,
+                                  "instances": [f"{tc.name}:{inst.id}" for tc, inst in items]}
         record.update(trajectory_summary(trajectories))
         record.update({f"batch/{k}": v for k, v in batch.metrics.items()})
         record.update({f"train/{k}": v for k, v in train_metrics.items()})
-        record.update({f"dispatch/{k}": v for k, v in dispatch.items() if isinstance(v, (int, float))})
-        self._finish_record(record, trajectories, batch, trainable, train_metrics, step)
-        record.update(rollout_s=t_rollout, train_s=t_train, step_s=time.perf_counter() - t0,
-                      bad_steps=self.backend.bad_steps, **self._timeline(t1, t1 + t_train))
-        self._log(record)
-        self._check_bad_steps(step)
         return record
 
     def _finish_record(self, record: dict, trajectories: Sequence[Any], batch: Any, trainable: int,
@@ -759,25 +772,12 @@ class TrainRun:
         trajectories = [t for g in groups for t in g.trajectories]
         items = [self.train_items[g.index] for g in groups]
         self._dump_trajectories(f"step-{step:06d}", trajectories)
-        batch = build_training_batch(trajectories, cfg.backend.advantage, cfg.backend.std_normalize)
-        trainable = trainable_data(batch)
-        t1 = time.perf_counter()
-        self._training = True
-        try:
-            train_metrics = await self.backend.train_step(batch)
-            await self.backend.sync_weights(self.session.engine)
-        finally:
-            self._training = False
-        t_train = time.perf_counter() - t1
+        batch, trainable, train_metrics, t1, t_train = await self._train_and_sync(trajectories)
         self.step = step
         self.version = step
         await self.rollouts.step_done()
         self._cursor_done = self.cursor.position
-        record: dict[str, Any] = {"kind": "train", "step": step,
-                                  "instances": [f"{tc.name}:{inst.id}" for tc, inst in items]}
-        record.update(trajectory_summary(trajectories))
-        record.update({f"batch/{k}": v for k, v in batch.metrics.items()})
-        record.update({f"train/{k}": v for k, v in train_metrics.items()})
+        record = self._step_record(step, items, trajectories, batch, train_metrics)
         record.update(staleness_metrics(trajectories, step))
         record["async/group_versions"] = [g.version for g in groups]
         record["async/group_seqs"] = [g.seq for g in groups]  # places in the instance stream (cursor order)
