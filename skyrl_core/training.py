@@ -19,62 +19,33 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import inspect
 import json
 import logging
 import math
 import random
 import time
-from collections import Counter, deque
+from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-import attrs
 
 from .backends import TrainingDivergedError, create_backend
 from .config import Config, config_to_yaml
 from .contracts import member
-from .errors import ConfigError, SkyrlError
+from .errors import SkyrlError
 from .notes import note
 from .postprocess import build_training_batch
 from .rollout import sampling_params
-from .transitions import POLICY_VERSION, Trajectory, Transition
-from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from .transitions import POLICY_VERSION
+from .async_training import (AsyncRollouts, async_train_step, check_staleness_support, group_deadline,
+                             raise_if_cancelled as _raise_if_cancelled)
+from .checkpoint import (data_fingerprint, fingerprint_changes, latest_checkpoint, load_checkpoint,  # noqa: F401
+                         save_checkpoint)
 
 log = logging.getLogger(__name__)
 
 
 EVAL_SEED_BASE = 20_251_116  # sampling seed base when sampling.seed is unset (+ train.seed)
-
-
-def data_fingerprint(config: Config, train_items: Sequence[tuple[Any, Any]],
-                     content: Callable[[Any, Any], str]) -> dict[str, Any]:
-    """Every setting that decides which train instances a step gets, by config key, plus a digest of the train
-    instances themselves (``train_instances``: count and a SHA-256 over task, id and normalised content in load
-    order, so an edited data file counts too). A checkpoint stores it; ``--resume`` compares it with the
-    resumed config's (see :func:`fingerprint_changes`). ``train.batch_size`` is not in it: the cursor counts
-    instances, so a new batch size neither repeats nor skips any. ``content(task_config, instance)`` is the
-    normalised content (:meth:`skyrl_core.rollout.RolloutSession.content`)."""
-    fp: dict[str, Any] = {"train.seed": config.train.seed, "tasks": [tc.name for tc in config.tasks]}
-    for i, tc in enumerate(config.tasks):
-        for key, value in attrs.asdict(tc.data).items():
-            fp[f"tasks.{i}.data.{key}"] = json.loads(json.dumps(value, sort_keys=True, default=str))
-    digest = hashlib.sha256()
-    for tc, inst in train_items:
-        digest.update(f"{tc.name}\0{inst.id}\0{content(tc, inst)}\n".encode())
-    fp["train_instances"] = f"{len(train_items)}:{digest.hexdigest()[:16]}"
-    return fp
-
-
-def fingerprint_changes(stored: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """``"key: stored -> current"`` for every key whose value differs (a key only one side has included)."""
-    missing = object()
-    out = []
-    for key in sorted(set(stored) | set(current)):
-        a, b = stored.get(key, missing), current.get(key, missing)
-        if a != b:
-            out.append(f"{key}: {'(unset)' if a is missing else a!r} -> {'(unset)' if b is missing else b!r}")
-    return out
 
 
 class DataCursor:
@@ -161,23 +132,6 @@ def trainable_data(batch: Any) -> int:
     return sum(1 for d in batch.data if d.loss_mask and any(d.response_mask))
 
 
-def staleness_metrics(trajectories: Sequence[Any], step: int) -> dict[str, float]:
-    """Staleness of the trajectories step ``step`` trains on: how many policy versions each lags the policy being
-    updated (``step - 1 -`` the oldest ``policy_version`` of its calls; trajectories without a call are left out).
-    ``async/staleness_<s>`` is the fraction of them ``s`` versions old (the histogram), ``async/staleness_mean``
-    and ``async/staleness_max``; empty when no call carries a version."""
-    ages = []
-    for t in trajectories:
-        versions = [x.policy_version for x in t.transitions if x.policy_version is not None]
-        if versions:
-            ages.append(step - 1 - min(versions))
-    if not ages:
-        return {}
-    out = {f"async/staleness_{s}": c / len(ages) for s, c in sorted(Counter(ages).items())}
-    out.update({"async/staleness_mean": sum(ages) / len(ages), "async/staleness_max": float(max(ages))})
-    return out
-
-
 def no_data_reason(trajectories: Sequence[Any], batch: Any) -> str:
     """Why a step's batch holds no trainable data, in words a user can act on: every trajectory failed before
     the model produced a token (with the first error), every group had zero advantage (equal rewards within each
@@ -201,256 +155,6 @@ def no_data_reason(trajectories: Sequence[Any], batch: Any) -> str:
         cut = " (max_tokens: cut at sampling.max_tokens)" if "max_tokens" in masked else ""
         return f"every trajectory with a non-zero advantage was loss-masked (finish reasons: {parts}){cut}"
     return "no datum had a generated token"
-
-
-# -- asynchronous training (train.max_staleness > 0) ------------------------------------------------------------
-def declared_max_staleness(backend: Any) -> float:
-    """The most policy versions of lag ``backend`` declares it can train on: a ``max_staleness`` member of the
-    backend's *own* class (given a class or an instance; not inherited, so a bridge that subclasses the local
-    backend but trains with its own loss is not taken to support it), or an attribute of a registered factory
-    function; else 0 (synchronous only)."""
-    if inspect.isfunction(backend) or inspect.ismethod(backend):
-        return float(getattr(backend, "max_staleness", 0) or 0)
-    cls = backend if isinstance(backend, type) else type(backend)
-    return float(cls.__dict__.get("max_staleness", 0) or 0)
-
-
-def check_staleness_support(config: Config, backend: Any) -> None:
-    """Raise ConfigError naming the backend when ``train.max_staleness`` exceeds what it declares
-    (:func:`declared_max_staleness`): no setting may silently do nothing."""
-    k = config.train.max_staleness
-    limit = declared_max_staleness(backend)
-    if k > limit:
-        cls = backend if isinstance(backend, type) or inspect.isfunction(backend) else type(backend)
-        raise ConfigError(
-            f"config key 'train.max_staleness' is {k}, but backend '{config.backend.type}' ({cls.__name__}) "
-            f"{'trains synchronously only' if limit == 0 else f'supports at most {limit:g}'}: set "
-            f"train.max_staleness: {0 if limit == 0 else int(limit)}, or use backend.type: local for asynchronous "
-            f"training")
-
-
-def trajectory_from_json(data: dict) -> Trajectory:
-    """Rebuild a :class:`~skyrl_core.transitions.Trajectory` from its ``to_json()`` (the async buffer in a
-    checkpoint)."""
-    fields = {f.name for f in attrs.fields(Trajectory)}
-    kw = {k: v for k, v in data.items() if k in fields}
-    kw["transitions"] = [Transition(**t) for t in data.get("transitions", [])]
-    return Trajectory(**kw)
-
-
-@attrs.define(eq=False)
-class RolloutGroup:
-    """One instance's ``sampling.n_samples`` rollouts in the async buffer. ``seq``: its place in the run's stream
-    of instances (cursor order); ``index``: into the train instances; ``version``: the policy version when it was
-    admitted (its oldest call's); ``attempt``: 0, then 1.. for resamples after a drop."""
-
-    seq: int
-    index: int
-    version: int
-    attempt: int = 0
-    trajectories: list = attrs.Factory(list)
-    dispatch: dict = attrs.Factory(dict)
-    task: Any = None
-    cancel_reason: str | None = None
-
-
-#: drop outcomes of a group, counted under ``async/dropped_<outcome>``
-DROP_OUTCOMES = ("deadline", "error", "cancelled", "stale")
-
-
-class AsyncRollouts:
-    """The producer of asynchronous training: rolls out groups while the trainer trains, within the staleness bound.
-
-    ``AsyncRollouts(run, max_staleness, deadline_s, max_resamples=1)``. With ``B`` = ``train.batch_size`` groups
-    per step and ``k`` = ``max_staleness``, a group is admitted only while ``in_training + accepted + running <
-    min((k + 1) * B, groups the remaining steps consume)``, where ``in_training`` is the batch of the step being
-    trained (``B`` during a train step, else 0), ``accepted`` the completed groups waiting in the buffer and
-    ``running`` those being rolled out; so whatever is admitted at policy version ``v`` is consumed by steps ``v +
-    1 .. v + 1 + k`` in admission order. Groups leave the buffer in completion order (a slow group never blocks
-    the others), so :meth:`take` also drops a group older than its step allows (``version < step - 1 - k``:
-    ``dropped_stale``); staleness of a trained datum never exceeds ``k``.
-
-    Fault tolerance: each trajectory has the dispatcher's stage deadlines (``dispatcher.init/run/eval_timeout_s``:
-    a hung or failing trajectory ends masked, its group completes with the others kept); a group that exceeds
-    ``deadline_s`` in all (the backstop), whose rollout raises, or that is cancelled (:meth:`cancel`) is dropped
-    (its runtimes are released by the dispatcher's cancellation path) and its instance is rolled out again
-    (resampled, new seeds) up to ``max_resamples`` times, then given up (``lost``). ``counts`` keeps
-    ``admitted = completed + dropped_deadline + dropped_error + dropped_cancelled + running`` and ``completed =
-    consumed + dropped_stale + accepted`` exact; ``resampled + lost`` equals all drops.
-    ``peak_live`` is the largest ``in_training + accepted + running`` seen (never above the bound).
-    """
-
-    def __init__(self, run: "TrainRun", max_staleness: int, deadline_s: float | None, max_resamples: int = 1) -> None:
-        self.run = run
-        self.k = max_staleness
-        self.batch_size = run.config.train.batch_size
-        self.deadline_s = deadline_s
-        self.max_resamples = max_resamples
-        self.pending: deque[tuple[int, int, int]] = deque()  # (seq, index, attempt) admitted before new instances
-        self.running: dict[int, RolloutGroup] = {}
-        self.buffer: list[RolloutGroup] = []
-        self.in_training = 0
-        self.counts: Counter = Counter()
-        self.next_seq = 0
-        self.peak_live = 0
-        self.busy_intervals: list[tuple[float, float]] = []
-        self._cv: asyncio.Condition | None = None
-        self._producer: asyncio.Task | None = None
-        self._closing = False
-
-    # -- bound -------------------------------------------------------------------------------------------------
-    def capacity(self) -> int:
-        """Groups that may be in training, accepted or running now (the admission bound)."""
-        remaining = max(0, self.run.config.train.steps - self.run.step) * self.batch_size
-        return min((self.k + 1) * self.batch_size, remaining)
-
-    def live(self) -> int:
-        return self.in_training + len(self.buffer) + len(self.running)
-
-    # -- producer ----------------------------------------------------------------------------------------------
-    def start(self) -> None:
-        self._cv = asyncio.Condition()
-        self._producer = asyncio.ensure_future(self._produce())
-
-    async def _produce(self) -> None:
-        assert self._cv is not None
-        while True:
-            async with self._cv:
-                await self._cv.wait_for(lambda: self.live() < self.capacity())
-                if self.pending:
-                    seq, index, attempt = self.pending.popleft()
-                else:
-                    seq, index, attempt = self.next_seq, self.run.cursor.take(1)[0], 0
-                    self.next_seq += 1
-                group = RolloutGroup(seq=seq, index=index, version=self.run.version, attempt=attempt)
-                self.running[seq] = group
-                self.counts["admitted"] += 1
-                self.peak_live = max(self.peak_live, self.live())
-                group.task = asyncio.ensure_future(self._roll(group))
-
-    async def _roll(self, group: RolloutGroup) -> None:
-        run = self.run
-        cfg = run.config
-        item = run.train_items[group.index]
-        seed_round = f"step-{group.seq // self.batch_size + 1}" + (f"/retry-{group.attempt}" if group.attempt else "")
-        sampling = sampling_params(cfg, seed=run.sampling_seed)
-        outcome = "completed"
-        try:
-            trajectories, dispatch = await asyncio.wait_for(
-                run.session.rollout([item], cfg.sampling.n_samples, sampling, seed_round=seed_round), self.deadline_s)
-            group.trajectories, group.dispatch = list(trajectories), dispatch
-        except (asyncio.TimeoutError, TimeoutError):
-            outcome = "deadline"
-            log.warning("group %s:%s (stream %d) missed its %.0f s deadline: dropped", item[0].name, item[1].id,
-                        group.seq, self.deadline_s or 0)
-        except asyncio.CancelledError:
-            if group.cancel_reason is None:  # the run is closing
-                raise
-            outcome = "cancelled"
-        except Exception as exc:  # a rollout that raises costs its group, never the run
-            outcome = "error"
-            log.warning("group %s:%s (stream %d) failed: %s: %s: dropped", item[0].name, item[1].id, group.seq,
-                        type(exc).__name__, exc)
-        assert self._cv is not None
-        async with self._cv:
-            self.running.pop(group.seq, None)
-            group.task = None
-            if outcome == "completed":
-                self.buffer.append(group)
-                self.counts["completed"] += 1
-            else:
-                self._drop(group, outcome)
-            self._cv.notify_all()
-
-    def _drop(self, group: RolloutGroup, outcome: str) -> None:
-        self.counts[f"dropped_{outcome}"] += 1
-        if group.attempt < self.max_resamples:
-            self.pending.append((group.seq, group.index, group.attempt + 1))
-            self.counts["resampled"] += 1
-        else:
-            self.counts["lost"] += 1
-            item = self.run.train_items[group.index]
-            log.warning("instance %s:%s given up after %d attempts", item[0].name, item[1].id, group.attempt + 1)
-
-    def cancel(self, seq: int, reason: str = "cancelled") -> bool:
-        """Cancel running group ``seq`` (counted ``dropped_cancelled`` and resampled). False when not running."""
-        group = self.running.get(seq)
-        if group is None or group.task is None:
-            return False
-        group.cancel_reason = reason
-        group.task.cancel()
-        return True
-
-    # -- trainer side ------------------------------------------------------------------------------------------
-    async def take(self, step: int) -> list[RolloutGroup]:
-        """The ``batch_size`` groups step ``step`` trains on, first completed first; waits until there are
-        enough. Drops (and resamples) groups whose version is below ``step - 1 - k``."""
-        assert self._cv is not None
-        async with self._cv:
-            while True:
-                for group in [g for g in self.buffer if g.version < step - 1 - self.k]:
-                    self.buffer.remove(group)
-                    self._drop(group, "stale")
-                    self._cv.notify_all()
-                if len(self.buffer) >= self.batch_size:
-                    break
-                await self._cv.wait()
-            groups = self.buffer[:self.batch_size]
-            del self.buffer[:self.batch_size]
-            self.in_training = len(groups)
-            self.counts["consumed"] += len(groups)
-            self._cv.notify_all()
-        return groups
-
-    async def step_done(self) -> None:
-        """The step's update reached the engine: its batch no longer counts against the bound."""
-        assert self._cv is not None
-        async with self._cv:
-            self.in_training = 0
-            self._cv.notify_all()
-
-    def metrics(self) -> dict[str, float]:
-        """``async/*`` counters (cumulative over this process) and the buffer's state now."""
-        out = {f"async/{k}": float(self.counts.get(k, 0)) for k in
-               ("admitted", "completed", "consumed", "resampled", "lost", *[f"dropped_{o}" for o in DROP_OUTCOMES])}
-        out.update({"async/running": float(len(self.running)), "async/accepted": float(len(self.buffer)),
-                    "async/peak_live": float(self.peak_live), "async/bound": float((self.k + 1) * self.batch_size)})
-        return out
-
-    # -- checkpoint --------------------------------------------------------------------------------------------
-    def to_state(self) -> dict[str, Any]:
-        """The buffer for a checkpoint: completed groups with their trajectories, and the groups still to roll out
-        (running now, or waiting to be resampled) by stream position, instance and attempt. A resumed run rolls
-        those out again and trains the completed ones, so no instance is repeated or lost."""
-        return {"next_seq": self.next_seq,
-                "todo": [[g.seq, g.index, g.attempt] for g in sorted(self.running.values(), key=lambda g: g.seq)]
-                + [list(p) for p in self.pending],
-                "accepted": [{"seq": g.seq, "index": g.index, "version": g.version, "attempt": g.attempt,
-                              "trajectories": [t.to_json() for t in g.trajectories]} for g in self.buffer],
-                "counts": dict(self.counts)}
-
-    def load_state(self, state: dict[str, Any] | None) -> None:
-        if not state:
-            return
-        self.next_seq = int(state["next_seq"])
-        self.pending = deque(tuple(int(x) for x in p) for p in state.get("todo", []))
-        self.buffer = [RolloutGroup(seq=g["seq"], index=g["index"], version=g["version"], attempt=g["attempt"],
-                                    trajectories=[trajectory_from_json(t) for t in g["trajectories"]])
-                       for g in state.get("accepted", [])]
-        self.counts = Counter({k: int(v) for k, v in state.get("counts", {}).items()})
-
-    async def close(self) -> None:
-        """Stop the producer and cancel every running group; their dispatchers release the runtimes first."""
-        self._closing = True
-        tasks = [t for t in [self._producer, *[g.task for g in self.running.values()]] if t is not None]
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
-
 
 
 #: The loggers every run writes to, before those the config turns on: ``jsonl`` (metrics.jsonl, the run's record,
@@ -536,14 +240,6 @@ class MetricsLogger:
             except Exception as exc:
                 log.warning("logger '%s' failed to close: %s: %s", name, type(exc).__name__, exc)
         self.sinks = {}
-
-
-def _raise_if_cancelled() -> None:
-    """Re-raise a Ctrl-C that a rollout absorbed (a dispatcher that turns cancellation into "cancelled"
-    trajectories must not make the loop train on them)."""
-    task = asyncio.current_task()
-    if task is not None and getattr(task, "cancelling", lambda: 0)():
-        raise asyncio.CancelledError
 
 
 class TrainRun:
@@ -635,7 +331,8 @@ class TrainRun:
         self.cursor = DataCursor(len(self.train_items), self.config.train.seed, position)
         self._cursor_done = position
         if self.config.train.max_staleness > 0:
-            self.rollouts = AsyncRollouts(self, self.config.train.max_staleness, self._group_deadline())
+            self.rollouts = AsyncRollouts(self, self.config.train.max_staleness,
+                                          group_deadline(self.config, self.group_deadline_s))
             if self.resume:
                 self.rollouts.load_state(state.get("async_buffer"))
                 if "async_buffer" not in state:
@@ -745,49 +442,10 @@ class TrainRun:
                 f"{self.backend.bad_steps} training steps in a row had a non-finite loss or gradient (step {step}); "
                 f"stopping (train.max_bad_steps={cfg.train.max_bad_steps}). Lower backend.lr or check rewards.")
 
-    def _group_deadline(self) -> float | None:
-        """The backstop deadline of one group in async training: ``group_deadline_s`` when given, else the sum
-        of the dispatcher's per-trajectory stage timeouts (init, run, eval, release) plus 60 s; None (no backstop)
-        when any of them is unset."""
-        if self.group_deadline_s is not None:
-            return self.group_deadline_s
-        d = self.config.dispatcher
-        parts = [getattr(d, f"{s}_timeout_s", None) for s in ("init", "run", "eval", "release")]
-        return None if any(p is None for p in parts) else sum(parts) + 60.0
-
     async def train_step_async(self) -> dict[str, Any]:
-        """One step of asynchronous training (``train.max_staleness`` > 0): take ``train.batch_size`` completed
-        groups from the producer (:class:`AsyncRollouts`), train, push the weights to the engine (running calls
-        continue with the new weights from their next token on the hf engine; see docs/training.md), then free
-        the step's share of the staleness bound. Logs what :meth:`train_step` logs plus ``async/*``: the
-        staleness histogram of the trained data (``async/staleness_<s>``: fraction of data ``s`` versions old),
-        ``async/wait_s`` (the trainer waiting for rollouts) and the producer's counters."""
-        cfg = self.config
-        assert self.rollouts is not None
-        step = self.step + 1
-        t0 = time.perf_counter()
-        groups = await self.rollouts.take(step)
-        _raise_if_cancelled()
-        t_wait = time.perf_counter() - t0
-        trajectories = [t for g in groups for t in g.trajectories]
-        items = [self.train_items[g.index] for g in groups]
-        self._dump_trajectories(f"step-{step:06d}", trajectories)
-        batch, trainable, train_metrics, t1, t_train = await self._train_and_sync(trajectories)
-        self.step = step
-        self.version = step
-        await self.rollouts.step_done()
-        self._cursor_done = self.cursor.position
-        record = self._step_record(step, items, trajectories, batch, train_metrics)
-        record.update(staleness_metrics(trajectories, step))
-        record["async/group_versions"] = [g.version for g in groups]
-        record["async/group_seqs"] = [g.seq for g in groups]  # places in the instance stream (cursor order)
-        record.update(self.rollouts.metrics())
-        self._finish_record(record, trajectories, batch, trainable, train_metrics, step)
-        record.update(rollout_s=t_wait, train_s=t_train, step_s=time.perf_counter() - t0, **{"async/wait_s": t_wait},
-                      bad_steps=self.backend.bad_steps, **self._timeline(t1, t1 + t_train))
-        self._log(record)
-        self._check_bad_steps(step)
-        return record
+        """One step of asynchronous training (``train.max_staleness`` > 0):
+        :func:`skyrl_core.async_training.async_train_step`."""
+        return await async_train_step(self)
 
     async def evaluate(self) -> dict[str, Any]:
         """Roll out every eval instance once at ``train.eval_temperature``; log and return the eval record.

@@ -17,8 +17,9 @@ import torch
 from skyrl_core.config import load_config
 from skyrl_core.errors import ConfigError
 from skyrl_core.inference.base import EngineError, routing_key
-from skyrl_core.training import (AsyncRollouts, TrainRun, check_staleness_support, declared_max_staleness,
-                                 staleness_metrics)
+from skyrl_core.async_training import (AsyncRollouts, check_staleness_support, declared_max_staleness,
+                                       staleness_metrics)
+from skyrl_core.training import TrainRun
 from skyrl_core import VerifierResult, hookimpl
 
 
