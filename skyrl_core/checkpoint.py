@@ -9,6 +9,7 @@ torch RNG states). The newest complete checkpoint is the one with the highest st
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -16,9 +17,14 @@ import random
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import attrs
 
 from .errors import SkyrlError
+
+if TYPE_CHECKING:
+    from .config import Config
 
 log = logging.getLogger(__name__)
 
@@ -137,3 +143,33 @@ def load_checkpoint(path: str | os.PathLike, backend: Any) -> dict[str, Any]:
     if rng_file.is_file():
         restore_rng(torch.load(rng_file, weights_only=False))
     return state
+
+
+def data_fingerprint(config: "Config", train_items: Sequence[tuple[Any, Any]],
+                     content: Callable[[Any, Any], str]) -> dict[str, Any]:
+    """Every setting that decides which train instances a step gets, by config key, plus a digest of the train
+    instances themselves (``train_instances``: count and a SHA-256 over task, id and normalised content in load
+    order, so an edited data file counts too). A checkpoint stores it; ``--resume`` compares it with the
+    resumed config's (see :func:`fingerprint_changes`). ``train.batch_size`` is not in it: the cursor counts
+    instances, so a new batch size neither repeats nor skips any. ``content(task_config, instance)`` is the
+    normalised content (:meth:`skyrl_core.rollout.RolloutSession.content`)."""
+    fp: dict[str, Any] = {"train.seed": config.train.seed, "tasks": [tc.name for tc in config.tasks]}
+    for i, tc in enumerate(config.tasks):
+        for key, value in attrs.asdict(tc.data).items():
+            fp[f"tasks.{i}.data.{key}"] = json.loads(json.dumps(value, sort_keys=True, default=str))
+    digest = hashlib.sha256()
+    for tc, inst in train_items:
+        digest.update(f"{tc.name}\0{inst.id}\0{content(tc, inst)}\n".encode())
+    fp["train_instances"] = f"{len(train_items)}:{digest.hexdigest()[:16]}"
+    return fp
+
+
+def fingerprint_changes(stored: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """``"key: stored -> current"`` for every key whose value differs (a key only one side has included)."""
+    missing = object()
+    out = []
+    for key in sorted(set(stored) | set(current)):
+        a, b = stored.get(key, missing), current.get(key, missing)
+        if a != b:
+            out.append(f"{key}: {'(unset)' if a is missing else a!r} -> {'(unset)' if b is missing else b!r}")
+    return out

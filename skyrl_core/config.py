@@ -149,9 +149,11 @@ class BackendConfig:
     """Training backend. ``type``: local | a bridge plugin's (verl, tinker, skyrl_train). ``advantage`` names an
     advantage estimator: rloo (default, Ahmadian et al. 2024), grpo, none, or a plugin's
     (``register_advantage_estimators``). ``policy_loss`` names a policy loss: ppo_clip (default, token-level
-    PPO clip), gspo (sequence-level, Zheng et al. 2025), reinforce (unclipped), or a plugin's
+    PPO clip), gspo (sequence-level, Zheng et al. 2025), reinforce (unclipped), decoupled_ppo (behaviour and
+    proximal policy apart, for asynchronous training; Fu et al. 2025), or a plugin's
     (``register_policy_losses``). ``clip`` is PPO's epsilon; ``kl_coef``/``entropy_coef`` 0 by
-    default; ``tis_cap`` enables truncated importance sampling (Yao et al. 2025) with that cap;
+    default; ``tis_cap`` enables truncated importance sampling (Yao et al. 2025) with that cap (decoupled_ppo's
+    cap, 2.0 when unset);
     ``micro_batch_tokens`` bounds tokens per forward/backward (gradient accumulation)."""
 
     type: str = "local"
@@ -199,7 +201,8 @@ class TaskConfig:
 class TrainConfig:
     """Training loop. ``batch_size``: instances per step (each sampled ``sampling.n_samples`` times);
     ``eval_every``/``checkpoint_every`` in steps (0 = never); ``max_bad_steps``: stop after this many NaN
-    steps in a row."""
+    steps in a row; ``max_staleness``: how many policy versions a trained datum may lag (0: the synchronous loop;
+    k > 0: rollouts for steps t+1..t+k run while step t trains, docs/training.md "Asynchronous training")."""
 
     steps: int = 20
     batch_size: int = 4
@@ -210,6 +213,7 @@ class TrainConfig:
     max_bad_steps: int = 3
     keep_checkpoints: int = 2
     seed: int = 0
+    max_staleness: int = 0
 
 
 @attrs.define
@@ -522,6 +526,7 @@ def validate_values(config: Config) -> None:
         ("engine.max_batch", config.engine.max_batch >= 1, "at least 1"),
         ("train.steps", config.train.steps >= 0, "0 or more"),
         ("train.batch_size", config.train.batch_size >= 1, "at least 1"),
+        ("train.max_staleness", config.train.max_staleness >= 0, "0 (synchronous) or more"),
         ("backend.lr", config.backend.lr > 0, "a positive number"),
         ("backend.clip", config.backend.clip > 0, "a positive number"),
         ("tasks", len(config.tasks) >= 1, "a list with at least one task"),

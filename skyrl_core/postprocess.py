@@ -133,6 +133,7 @@ def build_training_batch(trajectories: Sequence[Trajectory], advantage: str = "r
         if skip_zero_advantage and traj.group_id in zero:
             continue
         seqs = pack_transitions(traj.transitions)
+        versions = [t.policy_version for t in traj.transitions if t.policy_version is not None]
         calls += len(traj.transitions)
         unpacked += sum(len(t.input_ids) + len(t.output_ids) for t in traj.transitions)
         for i, s in enumerate(seqs):
@@ -143,6 +144,7 @@ def build_training_batch(trajectories: Sequence[Trajectory], advantage: str = "r
                 rollout_logprobs=s["rollout_logprobs"], reward=float(traj.reward), advantage=float(adv),
                 trajectory_id=traj.id, group_id=traj.group_id, is_last_step=i == len(seqs) - 1,
                 loss_mask=0 if traj.masked else 1, num_calls=s["num_calls"],
+                policy_version=min(versions) if versions else None,
             ))
     n = len(trajectories)
     metrics = {

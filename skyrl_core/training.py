@@ -28,7 +28,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-import attrs
 
 from .backends import TrainingDivergedError, create_backend
 from .config import Config, config_to_yaml
@@ -37,42 +36,16 @@ from .errors import SkyrlError
 from .notes import note
 from .postprocess import build_training_batch
 from .rollout import sampling_params
-from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from .transitions import POLICY_VERSION
+from .async_training import (AsyncRollouts, async_train_step, check_staleness_support, group_deadline,
+                             raise_if_cancelled as _raise_if_cancelled)
+from .checkpoint import (data_fingerprint, fingerprint_changes, latest_checkpoint, load_checkpoint,  # noqa: F401
+                         save_checkpoint)
 
 log = logging.getLogger(__name__)
 
 
 EVAL_SEED_BASE = 20_251_116  # sampling seed base when sampling.seed is unset (+ train.seed)
-
-
-def data_fingerprint(config: Config, train_items: Sequence[tuple[Any, Any]],
-                     content: Callable[[Any, Any], str]) -> dict[str, Any]:
-    """Every setting that decides which train instances a step gets, by config key, plus a digest of the train
-    instances themselves (``train_instances``: count and a SHA-256 over task, id and normalised content in load
-    order, so an edited data file counts too). A checkpoint stores it; ``--resume`` compares it with the
-    resumed config's (see :func:`fingerprint_changes`). ``train.batch_size`` is not in it: the cursor counts
-    instances, so a new batch size neither repeats nor skips any. ``content(task_config, instance)`` is the
-    normalised content (:meth:`skyrl_core.rollout.RolloutSession.content`)."""
-    fp: dict[str, Any] = {"train.seed": config.train.seed, "tasks": [tc.name for tc in config.tasks]}
-    for i, tc in enumerate(config.tasks):
-        for key, value in attrs.asdict(tc.data).items():
-            fp[f"tasks.{i}.data.{key}"] = json.loads(json.dumps(value, sort_keys=True, default=str))
-    digest = hashlib.sha256()
-    for tc, inst in train_items:
-        digest.update(f"{tc.name}\0{inst.id}\0{content(tc, inst)}\n".encode())
-    fp["train_instances"] = f"{len(train_items)}:{digest.hexdigest()[:16]}"
-    return fp
-
-
-def fingerprint_changes(stored: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """``"key: stored -> current"`` for every key whose value differs (a key only one side has included)."""
-    missing = object()
-    out = []
-    for key in sorted(set(stored) | set(current)):
-        a, b = stored.get(key, missing), current.get(key, missing)
-        if a != b:
-            out.append(f"{key}: {'(unset)' if a is missing else a!r} -> {'(unset)' if b is missing else b!r}")
-    return out
 
 
 class DataCursor:
@@ -269,14 +242,6 @@ class MetricsLogger:
         self.sinks = {}
 
 
-def _raise_if_cancelled() -> None:
-    """Re-raise a Ctrl-C that a rollout absorbed (a dispatcher that turns cancellation into "cancelled"
-    trajectories must not make the loop train on them)."""
-    task = asyncio.current_task()
-    if task is not None and getattr(task, "cancelling", lambda: 0)():
-        raise asyncio.CancelledError
-
-
 class TrainRun:
     """One training run writing into ``output``.
 
@@ -293,7 +258,7 @@ class TrainRun:
                  session_factory: Callable[[Config], Any] | None = None,
                  on_step: Callable[[dict], None] | None = None,
                  on_rollout: Callable[[str, int, int], None] | None = None,
-                 accept_data_change: bool = False) -> None:
+                 accept_data_change: bool = False, group_deadline_s: float | None = None) -> None:
         self.config = config
         self.accept_data_change = accept_data_change
         self.fingerprint: dict[str, Any] | None = None
@@ -312,6 +277,10 @@ class TrainRun:
         self._training = False
         self.steps_run = 0  # train steps run by this process (a resumed run's earlier steps not included)
         self.steps_updated = 0  # of those, steps that updated the policy (trainable data, an optimiser step)
+        self.version = 0  # policy version: train steps whose weights have reached the engine
+        self.group_deadline_s = group_deadline_s
+        self.rollouts: AsyncRollouts | None = None  # the producer, with train.max_staleness > 0
+        self._t_start = time.perf_counter()
 
     # -- setup -----------------------------------------------------------------------------------------------
     async def _setup(self) -> None:
@@ -333,7 +302,10 @@ class TrainRun:
         refuse_scripted_policy(self.session.engine)  # a benchmark fixture ignores weight updates: nothing to train
         # a misspelled estimator fails now, naming the registered ones, not after the first rollout
         self.session.registry.get("advantage_estimators", self.config.backend.advantage)
+        # refuse before building a backend that cannot honour the setting, and check what was built too
+        check_staleness_support(self.config, self.session.registry.get("backends", self.config.backend.type))
         self.backend = create_backend(self.config, self.session.engine)
+        check_staleness_support(self.config, self.backend)
         self.train_items = self.session.load_instances("train")
         needs_eval = self.config.train.eval_every > 0 or self.config.train.eval_at_start
         self.eval_items = self.session.load_instances("eval") if needs_eval else []
@@ -351,12 +323,20 @@ class TrainRun:
             self._saved_step = self.step
             self.records = self.logger.truncate_after(self.step)
             self._restore_dispatch_memory(state)
+            self.version = self.step
             await self.backend.sync_weights(self.session.engine)
             log.warning("resumed from %s at step %d", existing, self.step)
         else:
             self.logger.truncate_after(-1)
         self.cursor = DataCursor(len(self.train_items), self.config.train.seed, position)
         self._cursor_done = position
+        if self.config.train.max_staleness > 0:
+            self.rollouts = AsyncRollouts(self, self.config.train.max_staleness,
+                                          group_deadline(self.config, self.group_deadline_s))
+            if self.resume:
+                self.rollouts.load_state(state.get("async_buffer"))
+                if "async_buffer" not in state:
+                    self.rollouts.next_seq = position
 
     def _check_fingerprint(self, checkpoint: Path) -> None:
         try:
@@ -402,8 +382,25 @@ class TrainRun:
         _raise_if_cancelled()
         t_rollout = time.perf_counter() - t0
         self._dump_trajectories(f"step-{step:06d}", trajectories)
+        batch, trainable, train_metrics, t1, t_train = await self._train_and_sync(trajectories)
+        self.step = step
+        self.version = step
+        self._cursor_done = self.cursor.position  # what a checkpoint of this step records
+        record = self._step_record(step, items, trajectories, batch, train_metrics)
+        record.update({f"dispatch/{k}": v for k, v in dispatch.items() if isinstance(v, (int, float))})
+        self._finish_record(record, trajectories, batch, trainable, train_metrics, step)
+        record.update(rollout_s=t_rollout, train_s=t_train, step_s=time.perf_counter() - t0,
+                      bad_steps=self.backend.bad_steps, **self._timeline(t1, t1 + t_train))
+        self._log(record)
+        self._check_bad_steps(step)
+        return record
+
+    async def _train_and_sync(self, trajectories: Sequence[Any]) -> tuple[Any, int, dict, float, float]:
+        """Build the step's TrainingBatch, update the policy and push the weights to the engine; returns the batch,
+        its trainable data count, the backend's metrics, when the update started (perf_counter) and its seconds
+        (update + weight sync, as ``train_s`` always counted)."""
+        cfg = self.config
         batch = build_training_batch(trajectories, cfg.backend.advantage, cfg.backend.std_normalize)
-        trainable = trainable_data(batch)
         t1 = time.perf_counter()
         self._training = True
         try:
@@ -411,14 +408,20 @@ class TrainRun:
             await self.backend.sync_weights(self.session.engine)
         finally:
             self._training = False
-        t_train = time.perf_counter() - t1
-        self.step = step
-        self._cursor_done = self.cursor.position  # what a checkpoint of this step records
-        record: dict[str, Any] = {"kind": "train", "step": step, "instances": [f"{tc.name}:{inst.id}" for tc, inst in items]}
+        return batch, trainable_data(batch), train_metrics, t1, time.perf_counter() - t1
+
+    @staticmethod
+    def _step_record(step: int, items: Sequence[Any], trajectories: Sequence[Any], batch: Any,
+                     train_metrics: dict) -> dict[str, Any]:
+        record: dict[str, Any] = {"kind": "train", "step": step,
+                                  "instances": [f"{tc.name}:{inst.id}" for tc, inst in items]}
         record.update(trajectory_summary(trajectories))
         record.update({f"batch/{k}": v for k, v in batch.metrics.items()})
         record.update({f"train/{k}": v for k, v in train_metrics.items()})
-        record.update({f"dispatch/{k}": v for k, v in dispatch.items() if isinstance(v, (int, float))})
+        return record
+
+    def _finish_record(self, record: dict, trajectories: Sequence[Any], batch: Any, trainable: int,
+                       train_metrics: dict, step: int) -> None:
         updated = trainable > 0 and not train_metrics.get("empty") and train_metrics.get("optim_steps", 1) != 0
         record["trainable_data"] = float(trainable)
         if not updated:
@@ -427,14 +430,22 @@ class TrainRun:
             log.warning("step %d trained nothing: %s", step, record["no_update"])
         self.steps_run += 1
         self.steps_updated += updated
-        record.update(rollout_s=t_rollout, train_s=t_train, step_s=time.perf_counter() - t0,
-                      bad_steps=self.backend.bad_steps)
-        self._log(record)
+
+    def _timeline(self, train_start: float, train_end: float) -> dict[str, float]:
+        """When the step's update ran, in seconds since the run started (the benchmark's timeline)."""
+        return {"time/train_start_s": train_start - self._t_start, "time/train_end_s": train_end - self._t_start}
+
+    def _check_bad_steps(self, step: int) -> None:
+        cfg = self.config
         if self.backend.bad_steps >= cfg.train.max_bad_steps:
             raise TrainingDivergedError(
                 f"{self.backend.bad_steps} training steps in a row had a non-finite loss or gradient (step {step}); "
                 f"stopping (train.max_bad_steps={cfg.train.max_bad_steps}). Lower backend.lr or check rewards.")
-        return record
+
+    async def train_step_async(self) -> dict[str, Any]:
+        """One step of asynchronous training (``train.max_staleness`` > 0):
+        :func:`skyrl_core.async_training.async_train_step`."""
+        return await async_train_step(self)
 
     async def evaluate(self) -> dict[str, Any]:
         """Roll out every eval instance once at ``train.eval_temperature``; log and return the eval record.
@@ -446,7 +457,7 @@ class TrainRun:
         t0 = time.perf_counter()
         sampling = sampling_params(cfg, temperature=cfg.train.eval_temperature, seed=self.sampling_seed)
         self._watch_rollout("eval before training" if self.step == 0 else f"eval after step {self.step}",
-                            len(self.eval_items))
+                            len(self.eval_items), {f"{tc.name}:{inst.id}" for tc, inst in self.eval_items})
         trajectories, _ = await self.session.rollout(self.eval_items, 1, sampling, seed_round="eval",
                                                      keep=("temperature",))
         _raise_if_cancelled()
@@ -459,13 +470,16 @@ class TrainRun:
         self._log(record)
         return record
 
-    def _watch_rollout(self, phase: str, total: int) -> None:
-        """Report each finished trajectory of the next rollout to ``on_rollout`` (progress display)."""
+    def _watch_rollout(self, phase: str, total: int, groups: set[str] | None = None) -> None:
+        """Report each finished trajectory of the next rollout to ``on_rollout`` (progress display); with
+        ``groups``, only trajectories of those groups count (async training rolls out train groups meanwhile)."""
         if self.on_rollout is None:
             return
         done = [0]
 
-        def tick(_trajectory: Any) -> None:
+        def tick(trajectory: Any) -> None:
+            if groups is not None and trajectory.group_id.split("/")[0] not in groups:
+                return
             done[0] += 1
             self.on_rollout(phase, done[0], total)
 
@@ -504,6 +518,9 @@ class TrainRun:
         memory = getattr(self.session, "dispatch_memory", None)
         if memory is not None:  # e.g. the instances' measured stage seconds, so a resumed run keeps its priorities
             state["dispatch_memory"] = memory.to_state()
+        if self.rollouts is not None:  # handed-out instances not yet trained: in the buffer, running or to resample
+            state["cursor"] = self.cursor.position
+            state["async_buffer"] = self.rollouts.to_state()
         path = save_checkpoint(self.ckpt_root, self.step, self.backend, state,
                                keep=self.config.train.keep_checkpoints)
         self._saved_step = self.step
@@ -519,12 +536,19 @@ class TrainRun:
         """Train to ``train.steps``; return a summary (first/last eval pass@1, paths, ``steps_run`` and
         ``steps_updated`` by this process, ``no_update_reasons`` with counts). Saves a checkpoint on Ctrl-C (unless interrupted inside a weight update) and re-raises."""
         cfg = self.config
+        POLICY_VERSION.set(lambda: self.version)  # every recorded call carries the version it was generated with
+        self._t_start = time.perf_counter()
         try:
             await self._setup()
             if self.step == 0 and cfg.train.eval_at_start and self.eval_items:
                 await self.evaluate()
+            if self.rollouts is not None and self.step < cfg.train.steps:
+                self.rollouts.start()
             while self.step < cfg.train.steps:
-                await self.train_step()
+                if self.rollouts is not None:
+                    await self.train_step_async()
+                else:
+                    await self.train_step()
                 if self._eval_due():
                     await self.evaluate()
                 if cfg.train.checkpoint_every > 0 and self.step % cfg.train.checkpoint_every == 0:
@@ -553,6 +577,8 @@ class TrainRun:
                 "checkpoint": str(latest_checkpoint(self.ckpt_root) or "")}
 
     async def _close(self) -> None:
+        if self.rollouts is not None:
+            await self.rollouts.close()
         if self.logger is not None:
             self.logger.close()
         if self.backend is not None:

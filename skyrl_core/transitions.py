@@ -7,6 +7,7 @@ agent never builds transitions by hand; training data is derived from them, neve
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import time
 from typing import Any, Awaitable, Callable
@@ -22,7 +23,9 @@ class Transition:
     ``output_logprobs`` [gen_len] are the sampler's logprobs of the generated tokens (None when the engine gives
     none); ``finish_reason`` is ``stop`` | ``length`` | ``abort``; ``latency_s`` is seconds spent in the call;
     ``new_context`` is True when the agent reset its context before this call (a new training datum starts);
-    ``chat_template_kwargs`` are the template arguments the prompt was rendered with (``agent.chat_template_kwargs``).
+    ``chat_template_kwargs`` are the template arguments the prompt was rendered with (``agent.chat_template_kwargs``);
+    ``policy_version`` is the training loop's policy version (train steps whose weights had reached the engine)
+    when the call started, None outside a training run (see :data:`POLICY_VERSION`).
     """
 
     input_ids: list[int]
@@ -32,9 +35,18 @@ class Transition:
     latency_s: float = 0.0
     new_context: bool = False
     chat_template_kwargs: dict = attrs.Factory(dict)
+    policy_version: int | None = None
 
     def to_json(self) -> dict:
         return attrs.asdict(self)
+
+
+#: The policy version a training loop's rollouts generate with: a zero-argument callable returning the number of
+#: train steps whose weights have reached the engine, set by the loop for the tasks it starts (a context variable,
+#: so two runs in one process do not mix); unset (None) outside training. :func:`record_transition` stamps it on
+#: each Transition when the call starts.
+POLICY_VERSION: contextvars.ContextVar[Callable[[], int] | None] = contextvars.ContextVar("skyrl_policy_version",
+                                                                                          default=None)
 
 
 # Finish reasons. Terminal conditions a model reached by itself keep the trajectory in the loss; external limits
@@ -103,7 +115,8 @@ class Datum:
     model generated and 0 for tokens inserted by the environment (observations, hints); ``rollout_logprobs``
     [resp_len] are the sampler's logprobs (0.0 at mask-0 positions), or None; ``reward`` and ``advantage`` are
     the trajectory's (the advantage is broadcast over response tokens); ``loss_mask`` is 0 when the trajectory is
-    masked; ``is_last_step`` is True for the final datum of a trajectory (context resets split one trajectory).
+    masked; ``is_last_step`` is True for the final datum of a trajectory (context resets split one trajectory);
+    ``policy_version`` is the oldest policy version among its trajectory's calls (None when they carry none).
     """
 
     prompt_ids: list[int]
@@ -117,6 +130,7 @@ class Datum:
     is_last_step: bool
     loss_mask: int = 1
     num_calls: int = 1
+    policy_version: int | None = None
 
 
 @attrs.define
@@ -141,6 +155,8 @@ def record_transition(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaita
     @functools.wraps(fn)
     async def wrapper(self, input_ids, sampling, *args, **kwargs):
         start = time.perf_counter()
+        clock = POLICY_VERSION.get()
+        version = None if clock is None else int(clock())
         out = await fn(self, input_ids, sampling, *args, **kwargs)
         new_context = bool(getattr(self, "new_context", False))
         self.transitions.append(Transition(
@@ -151,6 +167,7 @@ def record_transition(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaita
             latency_s=time.perf_counter() - start,
             new_context=new_context,
             chat_template_kwargs=dict(getattr(self, "chat_template_kwargs", None) or {}),
+            policy_version=version,
         ))
         if new_context:
             self.new_context = False

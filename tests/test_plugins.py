@@ -280,7 +280,7 @@ def test_hook_register_policy_losses(fake):
     from skyrl_core.config import BackendConfig
     from skyrl_core.default_plugins.trainer.local import resolve_policy_loss
 
-    assert fake.registry.names("policy_losses") == ["gspo", "ppo_clip", "reinforce", "sum_loss"]
+    assert fake.registry.names("policy_losses") == ["decoupled_ppo", "gspo", "ppo_clip", "reinforce", "sum_loss"]
     loss_fn = resolve_policy_loss("sum_loss")
     lp = torch.tensor([[-1.0, -2.0]])
     loss, m = loss_fn(lp, lp, torch.ones(1, 2), torch.tensor([[1.0, 0.0]]), BackendConfig())

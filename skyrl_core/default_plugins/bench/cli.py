@@ -84,6 +84,10 @@ def dispatch_command(
     results["command"] = "skyrl bench dispatch" + (" --quick" if quick else "") + "".join(
         f" --profile {n}" for n in (profile or [])) + (f" --seeds {seeds}" if seeds is not None else "") + "".join(
         f" --dispatcher {d}" for d in (dispatcher or []))
+    from .training_sim import training_loop_table
+
+    training_rows = training_loop_table(seeds=n_seeds)
+    results["training_loop_simulation"] = training_rows
     results["bench_cpu_s"] = round(elapsed, 2)
     results["timeline_png"] = png.name
     (output / "results.json").write_text(json.dumps(results, indent=1, default=float))
@@ -104,6 +108,14 @@ def dispatch_command(
             for d, r in rows.items():
                 console.print(f"  {d}: per-seed wall s {' / '.join(f'{w:.0f}' for w in r['per_seed_wall_s'])}; "
                               f"peak runtimes {' / '.join(f'{p:.0f}' for p in r['per_seed_peak_runtimes'])}")
+    table = Table(title="training loop, sync vs async (train.max_staleness k) - SIMULATION, simulated seconds; "
+                        "measured: docs/training.md")
+    for col in ("gen : train time", "k", "s/step", "steps/h vs k=0", "engine busy", "trainer busy", "max staleness"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for r in training_rows:
+        table.add_row(f"{r['ratio']:g} : 1", str(r["max_staleness"]), f"{r['s_per_step']:.2f}", f"{r['speedup']:.2f}x",
+                      f"{r['engine_busy']:.0%}", f"{r['trainer_busy']:.0%}", str(r["max_staleness_seen"]))
+    console.print(table)
     for check in results["targets"]:
         mark = "[green]met[/green]" if check["ok"] else "[red]missed[/red]"
         console.print(f"{mark}  {check['target']}: {check['value']}")

@@ -20,6 +20,7 @@ def local_backend(config, engine=None):
 
 
 local_backend.name = "local"
+local_backend.max_staleness = float("inf")  # asynchronous training: any lag (LocalBackend declares it too)
 
 
 @hookimpl(trylast=True)
@@ -55,7 +56,7 @@ def register_advantage_estimators(register):
 
 @hookimpl(trylast=True)
 def register_policy_losses(register):
-    for name in ("ppo_clip", "gspo", "reinforce"):
+    for name in ("ppo_clip", "gspo", "reinforce", "decoupled_ppo"):
         register(_PolicyLoss(name), name=name)
 
 

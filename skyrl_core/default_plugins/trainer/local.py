@@ -72,6 +72,10 @@ class LocalBackend(Backend):
     """
 
     name = "local"
+    #: asynchronous training (``train.max_staleness``): any lag; the rollout logprobs make the correction
+    #: (``backend.policy_loss: decoupled_ppo``). Declared on this class only: the core does not take a subclass
+    #: (a bridge with its own loss) to support it unless it declares it too.
+    max_staleness = math.inf
 
     def __init__(self, config: Any, engine: Any = None) -> None:
         super().__init__(config, engine)
@@ -79,6 +83,9 @@ class LocalBackend(Backend):
         self.bc = bc
         self.policy_loss = resolve_policy_loss(bc.policy_loss)
         shared = engine is not None and isinstance(getattr(engine, "model", None), torch.nn.Module)
+        # asynchronous training generates while this trains: the engine keeps its own module and receives the
+        # weights after each step (engine.update_weights), so no forward pass sees half-updated weights
+        shared = shared and getattr(getattr(config, "train", None), "max_staleness", 0) == 0
         if shared:
             self.model = engine.model
         else:
@@ -449,3 +456,4 @@ class LocalBackend(Backend):
 def local_backend(config: Any, engine: Any = None) -> LocalBackend:
     """Factory registered as backend ``local``."""
     return LocalBackend(config, engine)
+
