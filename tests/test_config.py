@@ -151,7 +151,7 @@ def test_unknown_estimator_or_loss_names_the_registered_ones(plugins):
     cfg = load_config(None, ["backend.advantage=ppo", "backend.policy_loss=dpo"])
     with pytest.raises(UnknownComponentError, match="no advantage estimator named 'ppo' is registered; registered: grpo, none, rloo"):
         plugins.registry.get("advantage_estimators", cfg.backend.advantage)
-    with pytest.raises(UnknownComponentError, match="no policy loss named 'dpo' is registered; registered: gspo, ppo_clip, reinforce"):
+    with pytest.raises(UnknownComponentError, match="no policy loss named 'dpo' is registered; registered: decoupled_ppo, gspo, ppo_clip, reinforce"):
         resolve_policy_loss(cfg.backend.policy_loss)
 
 

@@ -426,9 +426,16 @@ class DockerRuntime(Runtime):
                           output_bytes=total)
 
     def _kill_all(self) -> None:
-        """SIGKILL every process of the runtime's user but the container's init, its keeper and the killer."""
-        script = ('read -r keep rest < /proc/1/task/1/children; for d in /proc/[0-9]*; do p=${d#/proc/}; '
-                  '[ "$p" = 1 ] || [ "$p" = "$keep" ] || [ "$p" = "$$" ] || kill -9 "$p" 2>/dev/null; done; true')
+        """SIGKILL every process of the runtime's user but the container's init, its keeper and the killer, in
+        rounds until none is left (up to 20): one pass over /proc once let a command's shell outlive its killed
+        child and run on (a CI run: `...; echo finished` printed after the file-count limit's kill)."""
+        script = ('read -r keep rest < /proc/1/task/1/children; '
+                  'for round in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do left=""; '
+                  'for d in /proc/[0-9]*; do p=${d#/proc/}; '
+                  '[ "$p" = 1 ] || [ "$p" = "$keep" ] || [ "$p" = "$$" ] || '
+                  '{ [ -r "$d/stat" ] && read -r _ _ st _ < "$d/stat" 2>/dev/null && [ "$st" != Z ] && '
+                  'left="$left $p"; }; done; '
+                  '[ -z "$left" ] && exit 0; kill -9 $left 2>/dev/null; done; true')
         try:
             exec_id = self.client.api.exec_create(self.container.id, ["sh", "-c", script], user=self.user)["Id"]
             self.client.api.exec_start(exec_id)
