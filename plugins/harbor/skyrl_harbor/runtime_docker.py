@@ -35,6 +35,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from skyrl_core.errors import ConfigError
 from skyrl_core.runtime import ExecResult, RuntimeSpec
 
 from .images import build_task_image, swe_images
@@ -179,7 +180,12 @@ def docker_runtime_class() -> type:
             return out
 
         async def diff(self) -> str:
-            raise NotImplementedError("harbor_docker has no repository baseline; its verifier reads the workspace")
+            """Refused: a Harbor image has no repository baseline (the swe docker runtime's ``/skyrl/base.git``)
+            to diff against; Harbor's verifier reads the workspace itself. Raises ConfigError naming the swe
+            pieces that ask for a patch (the ``submit`` tool, the ``swe_tests`` verifier) and what to use."""
+            raise ConfigError("runtime 'harbor_docker' has no repository baseline, so it makes no patch: the swe "
+                              "plugin's 'submit' tool and 'swe_tests' verifier need runtime 'docker' or "
+                              "'swe_sandbox'; a Harbor task uses tools terminal, finish and verifier harbor_tests")
 
     _HarborDocker.__name__ = _HarborDocker.__qualname__ = "HarborDocker"
     HarborDocker = _HarborDocker

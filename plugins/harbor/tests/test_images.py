@@ -88,3 +88,17 @@ def test_verify_docker_without_an_engine_says_so_in_one_line(tmp_path):
                           capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "skyrl harbor verify --docker: no Docker engine answers" in proc.stderr and "Traceback" not in proc.stderr
+
+
+async def test_the_docker_runtime_refuses_a_patch_naming_what_needs_one():
+    """The swe docker runtime's ``diff`` (against its repository baseline) is inherited but means nothing for a
+    Harbor image: asking for it is a named configuration error, not a silent empty patch."""
+    pytest.importorskip("skyrl_swe")
+    from skyrl_core.errors import ConfigError
+    from skyrl_core.runtime import RuntimeSpec
+    from skyrl_harbor.runtime_docker import docker_runtime_class
+
+    runtime = docker_runtime_class()(RuntimeSpec(type="harbor_docker"))
+    with pytest.raises(ConfigError, match="'harbor_docker' has no repository baseline.*'submit' tool and "
+                                          "'swe_tests' verifier need runtime 'docker'"):
+        await runtime.diff()
