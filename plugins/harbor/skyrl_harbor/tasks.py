@@ -13,6 +13,8 @@ from __future__ import annotations
 import logging
 from importlib import resources
 
+import attrs
+
 from skyrl_core import DataSpec, Instance, Task
 
 from .environment import HarborEnvironmentError, sandbox_plan
@@ -93,14 +95,13 @@ harbor_task = Task(
     runtime="harbor_sandbox",
 )
 
-harbor_docker_task = Task(
+# the same task in the task's own Docker image: only the loader, the runtime and the words differ
+harbor_docker_task = attrs.evolve(
+    harbor_task,
     name="harbor_docker",
     description="Harbor / Terminal-Bench task directories in their own Docker image, built here with the FROM "
                 "mapped to a local Debian base (named in the log); scored by the task's tests/test.sh in a fresh "
                 "container.",
     load=load_docker,
-    instruction_builder="harbor",
-    tools=("terminal", "finish"),
-    verifier="harbor_tests",
     runtime="harbor_docker",
 )
