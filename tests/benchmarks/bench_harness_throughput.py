@@ -98,7 +98,7 @@ def run(model: str, rows: int, max_tokens: int, reps: int, parallel: int) -> dic
 
     from skyrl_core import plugins as plugins_mod
     from skyrl_core.default_plugins.engines.hf import HFEngine
-    from skyrl_core.evaluate import run_eval
+    from skyrl_core.default_plugins.eval.run import run_eval
 
     import openai  # noqa: F401  (imported once before timing: a one-off cost of the process, not of a run)
 

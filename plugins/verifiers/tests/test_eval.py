@@ -268,7 +268,7 @@ def test_shipped_multi_turn_guess_rewards_equal_verifiers_own(tmp_path, tiny_cha
 def test_a_real_model_runs_a_shipped_environment_end_to_end(tmp_path, tiny_chat_model_dir):
     """The real hf engine (tiny random model) on skyrl-arithmetic: both trajectories finish with their call
     recorded (the engine's ids) and a rubric reward in {0, 1}."""
-    from skyrl_core.evaluate import run_eval
+    from skyrl_core.default_plugins.eval.run import run_eval
 
     config = eval_config(tmp_path, tiny_chat_model_dir, "skyrl-arithmetic", {"size": 2})
     done = []
