@@ -31,6 +31,7 @@ from .contracts import display_name, member
 from .errors import RuntimeLost, ToolArgumentsError
 from .inference.base import SamplingParams
 from .multimodal import accepts_images, has_images, observation_message, openai_messages
+from .plugins import get_registry
 from .runtime import truncate_output
 from .tools import Tool, ToolCall, ToolContext, ToolResult
 from .transitions import (CONTEXT_EXCEEDED, ERROR_RUN, ERROR_RUNTIME, FINISHED, MASKED_REASONS, MAX_TOKENS,
@@ -429,10 +430,7 @@ def _max_tokens_error(cut: Any, max_tokens: int) -> str:
 def _resembled(text: str, tools: dict[str, Tool], parser: Any) -> tuple[str, str, bool] | None:
     """(parser name, format name, whether ``parser`` reads that format: its ``reads_formats``) of the call format
     the reply outside its reasoning resembles, or None."""
-    from .default_plugins.parsers.detect import resembled_format
-    from .default_plugins.parsers.scanner import split_reasoning
-
-    found = resembled_format(split_reasoning(text)[0], tools)
+    found = get_registry().get("format_detectors", "default")(text, tools)
     if found is None:
         return None
     return found[0], found[1], found[0] in member(parser, "parsers", "reads_formats")

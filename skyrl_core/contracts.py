@@ -137,6 +137,44 @@ class EvalWriter(Protocol):
 
 
 @runtime_checkable
+class EngineBuilder(Protocol):
+    """``(config: Config, registry: Registry) -> Engine``, awaited: the run's engine (``engine.type`` placed by
+    ``engine.placement``, one replica or a router over several); the core asks for ``default``."""
+
+    def __call__(self, config: Any, registry: Any) -> Any: ...
+
+
+@runtime_checkable
+class HarnessRunner(Protocol):
+    """Built from ``(engine, chat: ChatFormat, parser)``; ``await run(trajectory, harness, runtime, timeout_s)`` runs
+    a task's external harness as the trajectory's run stage, ``await close()``; the core asks for ``default``."""
+
+    async def run(self, trajectory: Any, harness: Any, runtime: Any = None, timeout_s: float = 600.0) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+@runtime_checkable
+class FormatDetector(Protocol):
+    """``(text: str, tools: dict[str, Tool]) -> (parser name, format name) | None``: the tool-call format a reply
+    resembles (corrective observations); the core asks for ``default``."""
+
+    def __call__(self, text: str, tools: Any) -> Any: ...
+
+
+@runtime_checkable
+class AsyncLoop(Protocol):
+    """Asynchronous training, asked for as ``async`` when ``train.max_staleness`` > 0: ``check(config, backend)``
+    raises ConfigError when the backend (registered class or factory, or built) cannot train that stale;
+    ``producer(run, state=None)`` returns the run's producer (``start()``, ``await train_step() -> record``,
+    ``to_state()``, ``await close()``), restored from a checkpoint's ``state`` when given."""
+
+    def check(self, config: Any, backend: Any) -> None: ...
+
+    def producer(self, run: Any, state: Any = None) -> Any: ...
+
+
+@runtime_checkable
 class ConfigCheck(Protocol):
     """``(config: Config) -> None``: raise ConfigError naming the key that is wrong and what would be valid."""
 
@@ -205,6 +243,10 @@ CONTRACTS: dict[str, Contract] = {
     "placements": Contract("register_placements", "placement", "object", Placement),
     "config_checks": Contract("register_config_checks", "config check", "callable", ConfigCheck, 1),
     "config_sources": Contract("register_config_sources", "config source", "callable", ConfigSource, 1),
+    "engine_builders": Contract("register_engine_builders", "engine builder", "callable", EngineBuilder, 2),
+    "harness_runners": Contract("register_harness_runners", "harness runner", "class_or_factory", HarnessRunner, 3),
+    "format_detectors": Contract("register_format_detectors", "format detector", "callable", FormatDetector, 2),
+    "async_loops": Contract("register_async_loops", "asynchronous loop", "object", AsyncLoop),
 }
 
 

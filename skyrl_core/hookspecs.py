@@ -92,3 +92,23 @@ def register_config_sources(register):
 @hookspec
 def register_placements(register):
     """Register placements (skyrl_core.placement.Placement): where runtimes, tools, verifiers and engine replicas run."""
+
+
+@hookspec
+def register_engine_builders(register):
+    """Register engine builders ``(Config, Registry) -> Engine`` (awaited); the rollout session asks for ``default``."""
+
+
+@hookspec
+def register_harness_runners(register):
+    """Register harness runners ``(Engine, ChatFormat, parser) -> runner``; tasks with a ``harness`` use ``default``."""
+
+
+@hookspec
+def register_format_detectors(register):
+    """Register format detectors ``(text, tools) -> (parser, format) | None``; the agent loop asks for ``default``."""
+
+
+@hookspec
+def register_async_loops(register):
+    """Register asynchronous loops (check, producer); a run with ``train.max_staleness`` > 0 asks for ``async``."""

@@ -46,6 +46,7 @@ DEFAULT_PLUGINS = (
     "skyrl_core.default_plugins.bench",
     "skyrl_core.default_plugins.gsm8k",
     "skyrl_core.default_plugins.trainer",
+    "skyrl_core.default_plugins.async_training",
     "skyrl_core.default_plugins.eval",
     "skyrl_core.default_plugins.curation",
     "skyrl_core.default_plugins.viewer",

@@ -220,17 +220,15 @@ class RolloutSession:
 
     @classmethod
     async def create(cls, config: Any, engine: Any = None, registry: Any = None) -> "RolloutSession":
-        """Build the session; the engine comes from ``registry.get("inference_engines", config.engine.type)``
-        (behind a router when ``engine.replicas`` or ``engine.endpoints`` ask for several) unless given (then the
-        caller closes it). Raises UnknownComponentError / ConfigError naming a missing
+        """Build the session; the engine is built by the engine builder ``default`` (``register_engine_builders``;
+        the built-in: ``registry.get("inference_engines", config.engine.type)``, behind a router when
+        ``engine.replicas`` or ``engine.endpoints`` ask for several) unless given (then the caller closes it). Raises UnknownComponentError / ConfigError naming a missing
         tool, task, verifier, instruction builder, runtime, parser or engine."""
         registry = registry or get_registry()
         check_placements(config, registry)
         owns = engine is None
         if engine is None:
-            from .default_plugins.engines.router import build_engine
-
-            engine = await build_engine(config, registry)
+            engine = await registry.get("engine_builders", "default")(config, registry)
         try:
             return cls(config, engine, registry, owns_engine=owns)
         except BaseException:
@@ -435,9 +433,7 @@ class RolloutSession:
     # -- resolution --------------------------------------------------------------------------------------
     def _harness_runner(self) -> Any:
         if self._harnesses is None:
-            from .default_plugins.engines.harness import HarnessRunner
-
-            self._harnesses = HarnessRunner(self.engine, self.chat, self.parser)
+            self._harnesses = self.registry.get("harness_runners", "default")(self.engine, self.chat, self.parser)
         return self._harnesses
 
     def _parser(self, name: str) -> Any:

@@ -37,8 +37,6 @@ from .notes import note
 from .postprocess import build_training_batch
 from .rollout import sampling_params
 from .transitions import POLICY_VERSION
-from .async_training import (AsyncRollouts, async_train_step, check_staleness_support, group_deadline,
-                             raise_if_cancelled as _raise_if_cancelled)
 from .checkpoint import (data_fingerprint, fingerprint_changes, latest_checkpoint, load_checkpoint,  # noqa: F401
                          save_checkpoint)
 
@@ -46,6 +44,18 @@ log = logging.getLogger(__name__)
 
 
 EVAL_SEED_BASE = 20_251_116  # sampling seed base when sampling.seed is unset (+ train.seed)
+
+#: the registry name of the asynchronous loop a run with ``train.max_staleness`` > 0 uses (``register_async_loops``;
+#: the built-in ``async_training`` plugin registers it)
+ASYNC_LOOP = "async"
+
+
+def raise_if_cancelled() -> None:
+    """Re-raise a Ctrl-C that a rollout absorbed (a dispatcher that turns cancellation into "cancelled"
+    trajectories must not make the loop train on them)."""
+    task = asyncio.current_task()
+    if task is not None and getattr(task, "cancelling", lambda: 0)():
+        raise asyncio.CancelledError
 
 
 class DataCursor:
@@ -279,7 +289,7 @@ class TrainRun:
         self.steps_updated = 0  # of those, steps that updated the policy (trainable data, an optimiser step)
         self.version = 0  # policy version: train steps whose weights have reached the engine
         self.group_deadline_s = group_deadline_s
-        self.rollouts: AsyncRollouts | None = None  # the producer, with train.max_staleness > 0
+        self.rollouts: Any = None  # the asynchronous loop's producer, with train.max_staleness > 0
         self._t_start = time.perf_counter()
 
     # -- setup -----------------------------------------------------------------------------------------------
@@ -303,14 +313,17 @@ class TrainRun:
         # a misspelled estimator fails now, naming the registered ones, not after the first rollout
         self.session.registry.get("advantage_estimators", self.config.backend.advantage)
         # refuse before building a backend that cannot honour the setting, and check what was built too
-        check_staleness_support(self.config, self.session.registry.get("backends", self.config.backend.type))
+        loop = self.session.registry.get("async_loops", ASYNC_LOOP) if self.config.train.max_staleness > 0 else None
+        if loop is not None:
+            loop.check(self.config, self.session.registry.get("backends", self.config.backend.type))
         self.backend = create_backend(self.config, self.session.engine)
-        check_staleness_support(self.config, self.backend)
+        if loop is not None:
+            loop.check(self.config, self.backend)
         self.train_items = self.session.load_instances("train")
         needs_eval = self.config.train.eval_every > 0 or self.config.train.eval_at_start
         self.eval_items = self.session.load_instances("eval") if needs_eval else []
         self.fingerprint = data_fingerprint(self.config, self.train_items, self.session.content)
-        position = 0
+        position, state = 0, None
         if self.resume:
             self._check_fingerprint(existing)
         (self.output / "config.yaml").write_text(config_to_yaml(self.config))
@@ -330,13 +343,8 @@ class TrainRun:
             self.logger.truncate_after(-1)
         self.cursor = DataCursor(len(self.train_items), self.config.train.seed, position)
         self._cursor_done = position
-        if self.config.train.max_staleness > 0:
-            self.rollouts = AsyncRollouts(self, self.config.train.max_staleness,
-                                          group_deadline(self.config, self.group_deadline_s))
-            if self.resume:
-                self.rollouts.load_state(state.get("async_buffer"))
-                if "async_buffer" not in state:
-                    self.rollouts.next_seq = position
+        if loop is not None:
+            self.rollouts = loop.producer(self, state)
 
     def _check_fingerprint(self, checkpoint: Path) -> None:
         try:
@@ -379,7 +387,7 @@ class TrainRun:
         sampling = sampling_params(cfg, seed=self.sampling_seed)
         trajectories, dispatch = await self.session.rollout(items, cfg.sampling.n_samples, sampling,
                                                             seed_round=f"step-{step}")
-        _raise_if_cancelled()
+        raise_if_cancelled()
         t_rollout = time.perf_counter() - t0
         self._dump_trajectories(f"step-{step:06d}", trajectories)
         batch, trainable, train_metrics, t1, t_train = await self._train_and_sync(trajectories)
@@ -443,9 +451,9 @@ class TrainRun:
                 f"stopping (train.max_bad_steps={cfg.train.max_bad_steps}). Lower backend.lr or check rewards.")
 
     async def train_step_async(self) -> dict[str, Any]:
-        """One step of asynchronous training (``train.max_staleness`` > 0):
-        :func:`skyrl_core.async_training.async_train_step`."""
-        return await async_train_step(self)
+        """One step of asynchronous training (``train.max_staleness`` > 0): the asynchronous loop's producer's
+        ``train_step`` (the built-in: :func:`skyrl_core.default_plugins.async_training.loop.async_train_step`)."""
+        return await self.rollouts.train_step()
 
     async def evaluate(self) -> dict[str, Any]:
         """Roll out every eval instance once at ``train.eval_temperature``; log and return the eval record.
@@ -460,7 +468,7 @@ class TrainRun:
                             len(self.eval_items), {f"{tc.name}:{inst.id}" for tc, inst in self.eval_items})
         trajectories, _ = await self.session.rollout(self.eval_items, 1, sampling, seed_round="eval",
                                                      keep=("temperature",))
-        _raise_if_cancelled()
+        raise_if_cancelled()
         self._dump_trajectories(f"eval-{self.step:06d}", trajectories)
         summary = trajectory_summary(trajectories)
         record = {"kind": "eval", "step": self.step, "n": len(trajectories),

@@ -17,8 +17,8 @@ import torch
 from skyrl_core.config import load_config
 from skyrl_core.errors import ConfigError
 from skyrl_core.inference.base import EngineError, routing_key
-from skyrl_core.async_training import (AsyncRollouts, check_staleness_support, declared_max_staleness,
-                                       staleness_metrics)
+from skyrl_core.default_plugins.async_training.loop import (AsyncRollouts, check_staleness_support,
+                                                            declared_max_staleness, staleness_metrics)
 from skyrl_core.training import TrainRun
 from skyrl_core import VerifierResult, hookimpl
 
@@ -382,3 +382,40 @@ def test_training_loop_simulation_overlaps_and_keeps_the_bound():
         assert r["s_per_step"] < sync["s_per_step"] and r["max_staleness_seen"] <= k
     rows = training_loop_table(ratios=(1.0,), seeds=1, steps=10)
     assert [r["max_staleness"] for r in rows] == [0, 1, 2] and rows[0]["speedup"] == 1.0 and rows[1]["speedup"] > 1
+
+
+def test_hook_register_async_loops(parity, tiny_config, tmp_path):
+    """A run with ``train.max_staleness`` > 0 asks the registry for the loop ``async``: a plugin's (here one that
+    counts and hands over to the built-in) replaces the built-in by hook order, checks the registered backend and
+    then the built one, and makes the producer that trains every step."""
+    from skyrl_core.default_plugins.async_training.loop import AsyncRollouts, AsyncTraining
+
+    calls = []
+
+    class CountingLoop:
+        name = "async"
+
+        def check(self, config, backend):
+            calls.append(("check", backend))
+            AsyncTraining.check(config, backend)
+
+        def producer(self, run, state=None):
+            calls.append(("producer", run, state))
+            return AsyncTraining.producer(run, state)
+
+    class Plugin:
+        @hookimpl(tryfirst=True)
+        def register_async_loops(self, register):
+            register(CountingLoop())
+
+    parity.register_plugin(Plugin(), "counting-loop")
+    assert parity.registry.entries["async_loops"]["async"].plugin == "counting-loop"
+    cfg = load_config(tiny_config, ["train.steps=2"])
+    run = TrainRun(cfg, tmp_path / "run", session_factory=often_stopping_session)
+    assert asyncio.run(run.run())["steps"] == 2
+    assert [c[0] for c in calls] == ["check", "check", "producer"]
+    assert calls[0][1] is parity.registry.get("backends", cfg.backend.type) and calls[1][1] is run.backend
+    assert calls[2][1:] == (run, None) and isinstance(run.rollouts, AsyncRollouts)
+    records = [r for r in read_records(tmp_path / "run") if r["kind"] == "train"]
+    assert [r["step"] for r in records] == [1, 2] and all(r["async/wait_s"] >= 0 for r in records)
+    assert run.rollouts.counts["consumed"] == 2 * cfg.train.batch_size

@@ -59,6 +59,25 @@ def loss(logprobs, old_logprobs, advantages, mask, config, rollout_logprobs=None
     return logprobs.sum(), {}
 
 
+class RunsHarness:
+    def __init__(self, engine, chat, parser):
+        pass
+
+    async def run(self, trajectory, harness, runtime=None, timeout_s=600.0):
+        pass
+
+    async def close(self):
+        pass
+
+
+class RunOnly:
+    def __init__(self, engine, chat, parser):
+        pass
+
+    async def run(self, trajectory, harness, runtime=None, timeout_s=600.0):
+        pass
+
+
 # kind -> (a valid registration, an invalid one, what the refusal must say is wrong)
 CASES = {
     "tools": (_tool("ok_tool"), {"name": "bad"}, "which is not a Tool"),
@@ -84,6 +103,12 @@ CASES = {
     "config_sources": (lambda name: None, lambda: None, "cannot be called with 1 positional argument"),
     "placements": (LocalPlacement(), types.SimpleNamespace(name="half", check=lambda config: None),
                    "which lacks place_task, place_engine"),
+    "engine_builders": (lambda config, registry: None, lambda config: None,
+                        "cannot be called with 2 positional arguments"),
+    "harness_runners": (RunsHarness, RunOnly, "which lacks close"),
+    "format_detectors": (lambda text, tools: None, lambda text: None, "cannot be called with 2 positional arguments"),
+    "async_loops": (types.SimpleNamespace(check=lambda config, backend: None, producer=lambda run, state=None: None),
+                    types.SimpleNamespace(check=lambda config, backend: None), "which lacks producer"),
 }
 
 

@@ -1,7 +1,8 @@
 """What left the core in #29 (the local trainer's pieces, the stage-cost memory, the viewer, model resolution,
 curation, the eval, the catalog commands with `skyrl plugins`, example-config resolution, the engine-replica check,
-the local placement) lives in built-in plugins and is reached through hooks: no core module imports it, at
-module level or inside a function, and the old module paths are gone."""
+the local placement, the engine router, the harness runner, call-format detection, the asynchronous loop) lives in
+built-in plugins and is reached through hooks: no core module imports any built-in plugin, at module level or
+inside a function, and the old module paths are gone."""
 
 from __future__ import annotations
 
@@ -12,16 +13,15 @@ import pytest
 
 CORE = Path(__file__).resolve().parents[1] / "skyrl_core"
 
-BUILTIN_HOMES = ("skyrl_core.default_plugins.trainer", "skyrl_core.default_plugins.viewer",
-                 "skyrl_core.default_plugins.curation", "skyrl_core.default_plugins.eval",
-                 "skyrl_core.default_plugins.dispatchers.stage_costs", "skyrl_core.default_plugins.engines.models",
-                 "skyrl_core.default_plugins.catalog", "skyrl_core.default_plugins.example_configs",
-                 "skyrl_core.default_plugins.engines.scale_out", "skyrl_core.default_plugins.runtimes.placement")
+#: every built-in plugin: the core names them only as strings (``plugins.DEFAULT_PLUGINS``) and reaches what they
+#: register through the registry
+BUILTINS = "skyrl_core.default_plugins"
 
 
-def imports(path: Path) -> set[str]:
-    """Absolute names of every module ``path`` imports, function-level imports included."""
-    package = list(path.relative_to(CORE.parent).with_suffix("").parts[:-1])
+def imports(path: Path, root: Path = CORE.parent) -> set[str]:
+    """Absolute names of every module ``path`` (a module of a package under ``root``) imports, function-level
+    imports included."""
+    package = list(path.relative_to(root).with_suffix("").parts[:-1])
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
@@ -40,7 +40,7 @@ def test_no_core_module_imports_what_moved_to_the_builtin_plugins():
         rel = path.relative_to(CORE)
         if rel.parts[0] in ("default_plugins", "templates"):
             continue
-        bad = sorted(n for n in imports(path) if n.startswith(BUILTIN_HOMES))
+        bad = sorted(n for n in imports(path) if n == BUILTINS or n.startswith(BUILTINS + "."))
         if bad:
             offenders[str(rel)] = bad
     assert not offenders, offenders
@@ -48,10 +48,23 @@ def test_no_core_module_imports_what_moved_to_the_builtin_plugins():
     assert "skyrl_core.default_plugins.trainer.train_command" in imports(CORE / "default_plugins/eval/__init__.py")
 
 
+def test_the_scan_counts_function_level_imports(tmp_path):
+    """The three lazy imports #29's first pass missed (rollout -> the engine router and the harness runner, agent ->
+    call-format detection) were inside functions: the scan must see such an import, relative or absolute."""
+    module = tmp_path / "skyrl_core" / "rollout.py"
+    module.parent.mkdir()
+    module.write_text("def build():\n    from .default_plugins.engines.router import build_engine\n"
+                      "    import skyrl_core.default_plugins.parsers.detect\n    return build_engine\n")
+    found = imports(module, root=tmp_path)
+    assert "skyrl_core.default_plugins.engines.router.build_engine" in found
+    assert "skyrl_core.default_plugins.parsers.detect" in found
+
+
 @pytest.mark.parametrize("old", ["trainer", "costs.py", "report.py", "models.py", "curate.py",
                                  "default_plugins/rollouts.py", "default_plugins/backends", "evaluate.py",
                                  "scaffold_check.py", "default_plugins/eval_command.py", "examples.py",
-                                 "scale_out.py", "default_plugins/catalog.py"])
+                                 "scale_out.py", "default_plugins/catalog.py",
+                                 "async_training.py"])
 def test_the_old_module_paths_are_gone(old):
     assert not (CORE / old).exists()  # no shim left behind: nothing was ever published at the old paths
 

@@ -162,6 +162,27 @@ class FakePlugin:
     def register_config_sources(self, register):
         register(lambda name: None, name="fake_configs")
 
+    # named other than the ``default`` / ``async`` the core asks for, so the built-ins stay in use
+    @hookimpl
+    def register_engine_builders(self, register):
+        register(lambda config, registry: "engine-of-" + config, name="fake_builder")
+
+    @hookimpl
+    def register_harness_runners(self, register):
+        from skyrl_core.default_plugins.engines.harness import HarnessRunner
+
+        register(HarnessRunner, name="fake_runner")
+
+    @hookimpl
+    def register_format_detectors(self, register):
+        register(lambda text, tools: ("fake_parser", "fake format") if "<<" in text else None, name="fake_detector")
+
+    @hookimpl
+    def register_async_loops(self, register):
+        from skyrl_core.default_plugins.async_training.loop import AsyncTraining
+
+        register(AsyncTraining(), name="fake_async")
+
 
 class MemoryLogger:
     """A logger plugin: keeps the records it is given (and can be told to fail)."""

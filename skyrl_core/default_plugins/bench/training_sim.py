@@ -6,7 +6,7 @@ Model: an engine with ``slots`` groups generating at once (first come, first ser
 log-normal time (median 1, sigma ``sigma``: agentic groups have long tails); a train step takes ``train_s`` on a
 separate device, fixed per step. ``train_s`` is set from ``ratio`` = (mean synchronous rollout time of a step) /
 ``train_s``, so ``ratio`` 3 is a generation-bound loop and 0.5 a training-bound one. The asynchronous loop follows
-:class:`skyrl_core.async_training.AsyncRollouts`: a group is admitted while ``in_training + accepted + running <
+:class:`skyrl_core.default_plugins.async_training.loop.AsyncRollouts`: a group is admitted while ``in_training + accepted + running <
 min((k + 1) * batch, what the remaining steps consume)``, a step takes the first ``batch`` completed groups, a
 group older than ``step - 1 - k`` is dropped and admitted again. ``k`` = 0 is the synchronous loop.
 """

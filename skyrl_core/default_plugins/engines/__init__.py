@@ -1,6 +1,8 @@
 """Built-in inference engines (``hf``, ``openai``, ``vllm``) and the ``skyrl serve`` command; ``models.py`` resolves a
 config's model name to a local Hugging Face directory (converting the bundled GGUF once); ``gateway.py`` is the
-recording gateway (``skyrl serve --record``) and ``harness.py`` the run stage of an external harness against it.
+recording gateway (``skyrl serve --record``) and ``harness.py`` the run stage of an external harness against it (the
+harness runner ``default``); ``router.py`` builds the run's engine (the engine builder ``default``: one replica, or a
+router over several).
 
 Each factory takes the whole Config and imports its engine module only when called, so loading the default
 plugins (and ``skyrl --help``) never imports torch, transformers, httpx or vllm.
@@ -63,6 +65,20 @@ def register_inference_engines(register):
     register(hf_engine, name="hf")
     register(openai_engine, name="openai")
     register(vllm_engine, name="vllm")
+
+
+@hookimpl(trylast=True)
+def register_engine_builders(register):
+    from .router import build_engine
+
+    register(build_engine, name="default")
+
+
+@hookimpl(trylast=True)
+def register_harness_runners(register):
+    from .harness import HarnessRunner
+
+    register(HarnessRunner, name="default")
 
 
 @hookimpl(trylast=True)

@@ -4,7 +4,7 @@
 (``kimi.py``), ``mistral_v11`` (``mistral.py``) and ``glm45`` (``glm.py``), over the shared scanner
 (``scanner.py``: :class:`ParseResult`, call shapes, reasoning blocks) and JSON repair (``repair.py``:
 :func:`loads_tolerant`); ``detect.py`` picks a parser per model and names the format of call-shaped text a
-parser could not read."""
+parser could not read (the format detector ``default`` the agent loop asks for: :func:`detect_format`)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from .kimi import KimiK2Parser
 from .mistral import MistralV11Parser
 from .openai_calls import OpenAIParser
 from .repair import JSONRepairError, loads_tolerant
-from .scanner import ParseResult, format_tool_call
+from .scanner import ParseResult, format_tool_call, split_reasoning
 from .xml_parameters import XmlParameterParser
 
 BUILTIN_PARSERS = (HermesParser, JsonParser, OpenAIParser, CodeBlockParser)
@@ -45,3 +45,14 @@ def register_parsers(register):
     register(MistralV11Parser(), name="mistral_v11")
     register(GLM45Parser(), name="glm45")
     register(AutoParser(), name="auto")
+
+
+def detect_format(text: str, tools: dict) -> tuple[str, str] | None:
+    """(parser name, format name) of the call format ``text`` outside its reasoning resembles, or None
+    (:func:`resembled_format`; ``tools``: name -> Tool of the trajectory)."""
+    return resembled_format(split_reasoning(text)[0], tools)
+
+
+@hookimpl(trylast=True)
+def register_format_detectors(register):
+    register(detect_format, name="default")

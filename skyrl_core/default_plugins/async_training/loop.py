@@ -1,7 +1,8 @@
-"""Asynchronous training (``train.max_staleness`` > 0): the producer of rollout groups that runs ahead of the
-trainer within the staleness bound (:class:`AsyncRollouts`), the staleness metrics, the backends' declared
-support and the buffer's checkpoint form. The loop itself is :class:`skyrl_core.training.TrainRun`
-(``train_step_async``); docs/training.md, "Asynchronous training"."""
+"""Asynchronous training (``train.max_staleness`` > 0), the built-in ``async_training`` plugin's loop variant: the
+producer of rollout groups that runs ahead of the trainer within the staleness bound (:class:`AsyncRollouts`), its
+step (:func:`async_train_step`), the staleness metrics, the backends' declared support and the buffer's checkpoint
+form. The core's :class:`skyrl_core.training.TrainRun` reaches it through the registry (``register_async_loops``,
+the name ``async``: :class:`AsyncTraining`); docs/training.md, "Asynchronous training"."""
 
 from __future__ import annotations
 
@@ -14,20 +15,13 @@ from typing import Any, Sequence
 
 import attrs
 
-from .config import Config
-from .errors import ConfigError
-from .rollout import sampling_params
-from .transitions import Trajectory, Transition
+from skyrl_core.config import Config
+from skyrl_core.errors import ConfigError
+from skyrl_core.rollout import sampling_params
+from skyrl_core.training import raise_if_cancelled
+from skyrl_core.transitions import Trajectory, Transition
 
 log = logging.getLogger(__name__)
-
-
-def raise_if_cancelled() -> None:
-    """Re-raise a Ctrl-C that a rollout absorbed (a dispatcher that turns cancellation into "cancelled"
-    trajectories must not make the loop train on them)."""
-    task = asyncio.current_task()
-    if task is not None and getattr(task, "cancelling", lambda: 0)():
-        raise asyncio.CancelledError
 
 
 def staleness_metrics(trajectories: Sequence[Any], step: int) -> dict[str, float]:
@@ -282,6 +276,10 @@ class AsyncRollouts:
                        for g in state.get("accepted", [])]
         self.counts = Counter({k: int(v) for k, v in state.get("counts", {}).items()})
 
+    async def train_step(self) -> dict[str, Any]:
+        """One step of the run on this producer's groups: :func:`async_train_step`."""
+        return await async_train_step(self.run)
+
     async def close(self) -> None:
         """Stop the producer and cancel every running group; their dispatchers release the runtimes first."""
         self._closing = True
@@ -339,3 +337,28 @@ async def async_train_step(run: Any) -> dict[str, Any]:
     run._log(record)
     run._check_bad_steps(step)
     return record
+
+
+class AsyncTraining:
+    """The registered ``async`` loop (``register_async_loops``): what :class:`skyrl_core.training.TrainRun` asks the
+    registry for when ``train.max_staleness`` > 0 (contract: :class:`skyrl_core.contracts.AsyncLoop`)."""
+
+    name = "async"
+
+    @staticmethod
+    def check(config: Config, backend: Any) -> None:
+        """:func:`check_staleness_support` (ConfigError naming the backend)."""
+        check_staleness_support(config, backend)
+
+    @staticmethod
+    def producer(run: Any, state: dict[str, Any] | None = None) -> AsyncRollouts:
+        """The :class:`AsyncRollouts` of ``run`` (not started), with the backstop of :func:`group_deadline`;
+        given a checkpoint's ``state`` it is restored from its ``async_buffer``, or (a checkpoint written without
+        one) takes up the instance stream at the checkpoint's ``cursor``."""
+        rollouts = AsyncRollouts(run, run.config.train.max_staleness,
+                                 group_deadline(run.config, run.group_deadline_s))
+        if state is not None:
+            rollouts.load_state(state.get("async_buffer"))
+            if "async_buffer" not in state:
+                rollouts.next_seq = int(state["cursor"])
+        return rollouts
