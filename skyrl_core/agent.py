@@ -1,8 +1,8 @@
 """The agent loop: generate, parse tool calls, run tools, append observations, until a finish condition.
 
 Token-in/token-out (SkyRL-Agent, arXiv 2511.16108, Sec. 3.3): the prompt is kept as token ids. The chat
-template is applied once (:class:`skyrl_core.chat.ChatFormat`), generated ids are appended exactly as sampled and
-only new messages are tokenised. Every LLM call goes through :func:`skyrl_core.transitions.record_transition`,
+template is applied once (the registered chat format, :class:`skyrl_core.contracts.ChatFormat`), generated ids are
+appended exactly as sampled and only new messages are tokenised. Every LLM call goes through :func:`skyrl_core.transitions.record_transition`,
 so the trajectory's transitions are the exact ids and logprobs the engine saw and produced.
 
 Finish reasons (``skyrl_core.transitions``): ``finished`` (the finish tool), ``no_tool_call`` (``agent.on_no_tool_call:
@@ -22,12 +22,11 @@ import asyncio
 import json
 import logging
 import time
-from typing import Any
+from typing import Any, Sequence
 
 import attrs
 
-from .chat import ChatFormat, with_system_text
-from .contracts import display_name, member
+from .contracts import ChatFormat, display_name, member
 from .errors import RuntimeLost, ToolArgumentsError
 from .inference.base import SamplingParams
 from .multimodal import accepts_images, has_images, observation_message, openai_messages
@@ -35,7 +34,7 @@ from .plugins import get_registry
 from .runtime import truncate_output
 from .tools import Tool, ToolCall, ToolContext, ToolResult
 from .transitions import (CONTEXT_EXCEEDED, ERROR_RUN, ERROR_RUNTIME, FINISHED, MASKED_REASONS, MAX_TOKENS,
-                          MAX_TURNS, NO_TOOL_CALL, TIMEOUT, Trajectory, record_transition)
+                          MAX_TURNS, NO_TOOL_CALL, TIMEOUT, Trajectory, record_transition, token_drift)
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +44,16 @@ log = logging.getLogger(__name__)
 MAX_OBSERVATION_CHARS = 16000
 NUDGE = ("You did not call a tool. Every reply must call exactly one of the tools ({names}), for example:\n"
          "{example}")
+
+
+def with_system_text(messages: Sequence[dict], text: str) -> list[dict]:
+    """A copy of ``messages`` with ``text`` appended to the system message (one is inserted when there is none)."""
+    messages = [dict(m) for m in messages]
+    if messages and messages[0].get("role") == "system":
+        messages[0]["content"] = f"{messages[0].get('content') or ''}\n\n{text}".lstrip()
+    else:
+        messages.insert(0, {"role": "system", "content": text})
+    return messages
 
 
 class TransitionRecorder:
@@ -325,11 +334,9 @@ def check_drift(trajectory: Trajectory, chat: ChatFormat, messages: list[dict], 
     """Re-tokenisation drift check: render ``messages`` (the live context) up to the last assistant message
     with the chat template, tokenise, and compare with the recorded ``input_ids`` of the trajectory's last
     transition. Sets ``metrics["retok_drift"]`` (bool), ``retok_drift_tokens`` and ``retok_drift_spans``
-    (:class:`skyrl_core.chat.Drift`) and, when they differ, ``retok_drift_where``: the token index, the turn it
-    lies in and the text of the first difference on each side. Read-only: the transitions (what the trainer
+    (:class:`skyrl_core.transitions.Drift`) and, when they differ, ``retok_drift_where``: the token index, the turn
+    it lies in and the text of the first difference on each side. Read-only: the transitions (what the trainer
     trains on) are never replaced by the re-rendered ids. One render of the context: O(conversation)."""
-    from .chat import token_drift
-
     if not trajectory.transitions or has_images(messages):
         return
     last = trajectory.transitions[-1]

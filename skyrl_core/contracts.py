@@ -137,6 +137,26 @@ class EvalWriter(Protocol):
 
 
 @runtime_checkable
+class ChatFormat(Protocol):
+    """Built from ``(tokenizer, keep_thinking=False, template_kwargs=None)``: token-in/token-out chat formatting
+    (the built-in: :class:`skyrl_core.default_plugins.chat.template.ChatFormat`); the rollout session asks for
+    ``default``. Its object also has the attributes ``tokenizer``, ``tools_in_template`` (the template renders
+    ``tools=``) and ``observation_role`` (``tool`` or ``user``)."""
+
+    def prepare(self, messages: list, tool_schemas: list, example_call: str | None = None) -> list: ...
+
+    def start(self, messages: list, tool_schemas: list = ()) -> list: ...
+
+    def continuation_ids(self, new_messages: list, last_output_ids: list, tool_schemas: list = ()) -> list: ...
+
+    def needs_rerender(self, messages: list, new_messages: list) -> bool: ...
+
+    def render_ids(self, messages: list, tools: list | None = None, add_generation_prompt: bool = True) -> list: ...
+
+    def decode(self, ids: list, keep_special: bool = False) -> str: ...
+
+
+@runtime_checkable
 class EngineBuilder(Protocol):
     """``(config: Config, registry: Registry) -> Engine``, awaited: the run's engine (``engine.type`` placed by
     ``engine.placement``, one replica or a router over several); the core asks for ``default``."""
@@ -243,6 +263,7 @@ CONTRACTS: dict[str, Contract] = {
     "placements": Contract("register_placements", "placement", "object", Placement),
     "config_checks": Contract("register_config_checks", "config check", "callable", ConfigCheck, 1),
     "config_sources": Contract("register_config_sources", "config source", "callable", ConfigSource, 1),
+    "chat_formats": Contract("register_chat_formats", "chat format", "class_or_factory", ChatFormat, 1),
     "engine_builders": Contract("register_engine_builders", "engine builder", "callable", EngineBuilder, 2),
     "harness_runners": Contract("register_harness_runners", "harness runner", "class_or_factory", HarnessRunner, 3),
     "format_detectors": Contract("register_format_detectors", "format detector", "callable", FormatDetector, 2),

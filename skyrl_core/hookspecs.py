@@ -95,6 +95,11 @@ def register_placements(register):
 
 
 @hookspec
+def register_chat_formats(register):
+    """Register chat formats ``(tokenizer, keep_thinking=, template_kwargs=) -> ChatFormat``; rollouts use ``default``."""
+
+
+@hookspec
 def register_engine_builders(register):
     """Register engine builders ``(Config, Registry) -> Engine`` (awaited); the rollout session asks for ``default``."""
 

@@ -40,6 +40,7 @@ ENTRY_POINT_GROUP = "skyrl"
 DEFAULT_PLUGINS = (
     "skyrl_core.default_plugins.generic_tools",
     "skyrl_core.default_plugins.runtimes",
+    "skyrl_core.default_plugins.chat",
     "skyrl_core.default_plugins.engines",
     "skyrl_core.default_plugins.parsers",
     "skyrl_core.default_plugins.dispatchers",

@@ -32,7 +32,6 @@ from typing import Any, Callable, Iterable, Sequence
 
 import attrs
 
-from .chat import ChatFormat
 from .config import task_agent_config, task_sampling_config
 from .contracts import member
 from .errors import ConfigError
@@ -64,7 +63,7 @@ class _Resolved:
     placed: PlacedTask
     agent: Any  # the task's AgentConfig (the run's, with tasks.N.agent / tasks.N.parser applied)
     parser: Any
-    chat: ChatFormat
+    chat: Any  # the chat format (skyrl_core.contracts.ChatFormat)
     sampling: dict[str, Any]  # the SamplingParams keys tasks.N.sampling overrides
 
 
@@ -205,10 +204,9 @@ class RolloutSession:
         check_placements(config, self.registry)
         self.engine = engine
         self.owns_engine = owns_engine
-        self.chat = ChatFormat(engine.tokenizer, keep_thinking=config.agent.keep_thinking,
-                               template_kwargs=config.agent.chat_template_kwargs)
+        self._chats: dict[tuple[bool, str], Any] = {}
+        self.chat = self._chat(config.agent)
         self.parser = self._parser(config.agent.parser)
-        self._chats = {_chat_key(config.agent): self.chat}
         self._resolved: dict[int, _Resolved] = {}
         self.on_trajectory_done: Callable[[Trajectory], None] | None = None
         self.for_eval = False  # an eval run (run_eval sets it): agent.drift_check "eval" applies
@@ -436,6 +434,15 @@ class RolloutSession:
             self._harnesses = self.registry.get("harness_runners", "default")(self.engine, self.chat, self.parser)
         return self._harnesses
 
+    def _chat(self, agent: Any) -> Any:
+        """The chat format (``registry.get("chat_formats", "default")``) of the engine's tokenizer for ``agent``'s
+        ``keep_thinking`` and ``chat_template_kwargs``: one per distinct pair among the run's tasks."""
+        key = _chat_key(agent)
+        if key not in self._chats:
+            self._chats[key] = self.registry.get("chat_formats", "default")(
+                self.engine.tokenizer, keep_thinking=agent.keep_thinking, template_kwargs=agent.chat_template_kwargs)
+        return self._chats[key]
+
     def _parser(self, name: str) -> Any:
         parser = self.registry.get("parsers", name)
         parser = parser() if isinstance(parser, type) else parser
@@ -471,14 +478,11 @@ class RolloutSession:
         if index is not None and tc.sampling:
             merged = task_sampling_config(self.config, index)
             own_sampling = {k: getattr(merged, k) for k in tc.sampling}
-        if _chat_key(agent) not in self._chats:
-            self._chats[_chat_key(agent)] = ChatFormat(self.engine.tokenizer, keep_thinking=agent.keep_thinking,
-                                                       template_kwargs=agent.chat_template_kwargs)
         parser = self.parser if agent.parser == self.config.agent.parser else self._parser(agent.parser)
         resolved = _Resolved(task=task, tools=placed.tools, builder=builder, verifier=placed.verifier,
                              verifier_name=verifier_name, runtime_spec=spec, runtime_cls=placed.runtime_cls,
                              placed=placed, agent=agent, parser=parser,
-                             chat=self._chats[_chat_key(agent)], sampling=own_sampling)
+                             chat=self._chat(agent), sampling=own_sampling)
         self._resolved[key] = resolved
         return resolved
 

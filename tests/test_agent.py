@@ -15,7 +15,7 @@ import attrs
 import pytest
 
 from skyrl_core.agent import MAX_OBSERVATION_CHARS, run_agent
-from skyrl_core.chat import ChatFormat
+from skyrl_core.default_plugins.chat.template import ChatFormat
 from skyrl_core.config import AgentConfig, HintsConfig
 from skyrl_core.default_plugins.generic_tools import finish_tool, python_tool
 from skyrl_core.inference.base import Engine, GenerationOutput, SamplingParams

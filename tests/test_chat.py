@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from skyrl_core.chat import ChatFormat, tools_block
+from skyrl_core.default_plugins.chat.template import ChatFormat, tools_block
 from skyrl_core.default_plugins.generic_tools import finish_tool, python_tool
 
 TEMPLATES = Path(__file__).parent / "fixtures" / "chat_templates"

@@ -15,6 +15,7 @@ from skyrl_core.default_plugins.runtimes.placement import LocalPlacement
 from skyrl_core.registry import KINDS
 from skyrl_core.tasks import Instance
 
+from skyrl_core.default_plugins.chat.template import ChatFormat
 from test_plugins import FakeBackend, FakeDispatcher, FakeParser, FakeRuntime, MemoryLogger
 
 
@@ -57,6 +58,14 @@ class Generates:
 
 def loss(logprobs, old_logprobs, advantages, mask, config, rollout_logprobs=None):
     return logprobs.sum(), {}
+
+
+class HalfChat:  # renders a whole conversation but cannot extend one
+    def __init__(self, tokenizer):
+        pass
+
+    def render_ids(self, messages, tools=None, add_generation_prompt=True):
+        return []
 
 
 class RunsHarness:
@@ -103,6 +112,8 @@ CASES = {
     "config_sources": (lambda name: None, lambda: None, "cannot be called with 1 positional argument"),
     "placements": (LocalPlacement(), types.SimpleNamespace(name="half", check=lambda config: None),
                    "which lacks place_task, place_engine"),
+    "chat_formats": (ChatFormat, HalfChat,
+                     "which lacks prepare, start, continuation_ids, needs_rerender, decode"),
     "engine_builders": (lambda config, registry: None, lambda config: None,
                         "cannot be called with 2 positional arguments"),
     "harness_runners": (RunsHarness, RunOnly, "which lacks close"),

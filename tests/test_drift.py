@@ -9,7 +9,8 @@ import json
 import pytest
 
 from skyrl_core.agent import run_agent
-from skyrl_core.chat import ChatFormat, token_drift
+from skyrl_core.default_plugins.chat.template import ChatFormat
+from skyrl_core.transitions import token_drift
 from skyrl_core.config import AgentConfig
 from skyrl_core.default_plugins.generic_tools import finish_tool
 from skyrl_core.default_plugins.parsers import HermesParser

@@ -18,7 +18,7 @@ httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from skyrl_core.chat import ChatFormat  # noqa: E402
+from skyrl_core.default_plugins.chat.template import ChatFormat  # noqa: E402
 from skyrl_core.default_plugins.parsers import HermesParser  # noqa: E402
 from skyrl_core.inference.base import EngineError, GenerationOutput  # noqa: E402
 from skyrl_core.postprocess import pack_transitions  # noqa: E402

@@ -164,6 +164,12 @@ class FakePlugin:
 
     # named other than the ``default`` / ``async`` the core asks for, so the built-ins stay in use
     @hookimpl
+    def register_chat_formats(self, register):
+        from skyrl_core.default_plugins.chat.template import ChatFormat
+
+        register(ChatFormat, name="fake_chat")
+
+    @hookimpl
     def register_engine_builders(self, register):
         register(lambda config, registry: "engine-of-" + config, name="fake_builder")
 

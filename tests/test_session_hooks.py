@@ -1,6 +1,7 @@
-"""What the rollout session and the agent loop ask the registry for by name: the engine builder ``default``, the
-harness runner ``default`` and the format detector ``default``. The built-in plugins register them (the engines
-built-in: the router and the recording-gateway runner; the parsers built-in: call-format detection); a plugin's
+"""What the rollout session and the agent loop ask the registry for by name: the chat format ``default``, the engine
+builder ``default``, the harness runner ``default`` and the format detector ``default``. The built-in plugins
+register them (the chat built-in: the tokenizer's template; the engines built-in: the router and the
+recording-gateway runner; the parsers built-in: call-format detection); a plugin's
 registration of the same name replaces them by hook order, and the core then uses the plugin's."""
 
 from __future__ import annotations
@@ -26,13 +27,50 @@ def test_the_builtins_register_what_the_session_and_loop_ask_for(plugins):
     from skyrl_core.default_plugins.engines.router import build_engine
     from skyrl_core.default_plugins.parsers import detect_format
 
+    from skyrl_core.default_plugins.chat.template import ChatFormat
+
     reg = plugins.registry
+    assert reg.get("chat_formats", "default") is ChatFormat and reg.entries["chat_formats"]["default"].plugin == "builtin:chat"
     assert reg.get("engine_builders", "default") is build_engine
     assert reg.get("harness_runners", "default") is HarnessRunner
     assert reg.get("format_detectors", "default") is detect_format
     assert {reg.entries[k]["default"].plugin for k in ("engine_builders", "harness_runners")} == {"builtin:engines"}
     assert reg.entries["format_detectors"]["default"].plugin == "builtin:parsers"
     assert reg.entries["async_loops"]["async"].plugin == "builtin:async_training"
+
+
+def test_hook_register_chat_formats(plugins):
+    """The session formats conversations with the chat format ``default``: a plugin's replaces the built-in, is built
+    from the engine's tokenizer with each task's ``keep_thinking`` and ``chat_template_kwargs`` (once per distinct
+    pair), and the agent loop renders every trajectory's prompt with it."""
+    from skyrl_core.default_plugins.chat.template import ChatFormat
+
+    built, started = [], []
+
+    class Counting(ChatFormat):
+        def __init__(self, tokenizer, keep_thinking=False, template_kwargs=None):
+            built.append((tokenizer, keep_thinking, template_kwargs))
+            super().__init__(tokenizer, keep_thinking=keep_thinking, template_kwargs=template_kwargs)
+
+        def start(self, messages, tool_schemas=()):
+            started.append(len(messages))
+            return super().start(messages, tool_schemas)
+
+    _plugin(plugins, "my-chat", register_chat_formats=lambda register: register(Counting, name="default"))
+    cfg = gsm8k("tasks.0.runtime={type: local}", "tasks.0.agent={keep_thinking: true}")
+
+    async def roll():
+        session = await RolloutSession.create(cfg, engine=FinishEngine(), registry=plugins.registry)
+        try:
+            return session, await session.rollout(session.load_instances("train"), 1)
+        finally:
+            await session.close()
+
+    session, (trajs, _) = asyncio.run(roll())
+    tokenizer = session.engine.tokenizer
+    assert built == [(tokenizer, False, {}), (tokenizer, True, {})]  # the run's agent, then the task's own
+    assert isinstance(session.chat, Counting) and len(started) == 3
+    assert [t.finish_reason for t in trajs] == ["finished"] * 3
 
 
 def test_hook_register_engine_builders(plugins):

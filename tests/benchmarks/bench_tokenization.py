@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> dict:
 
 async def run(turns: int, gen_tokens: int, device: str, use_model: bool = True) -> dict:
     from skyrl_core.agent import run_agent
-    from skyrl_core.chat import ChatFormat
+    from skyrl_core.default_plugins.chat.template import ChatFormat
     from skyrl_core.config import AgentConfig, HintsConfig
     from skyrl_core.inference.base import Engine, GenerationOutput, SamplingParams
     from skyrl_core.default_plugins.engines.hf import HFEngine

@@ -86,7 +86,7 @@ async def test_finish_reasons_length_stop_and_stop_strings(vllm, hf_engine):
 
 async def test_two_turn_agent_rollout_packs_exactly_like_the_hf_engine(vllm, hf_engine):
     from skyrl_core.agent import run_agent
-    from skyrl_core.chat import ChatFormat
+    from skyrl_core.default_plugins.chat.template import ChatFormat
     from skyrl_core.config import AgentConfig
     from skyrl_core.default_plugins.generic_tools import finish_tool, python_tool
     from skyrl_core.default_plugins.parsers import HermesParser

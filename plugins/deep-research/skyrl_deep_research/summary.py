@@ -56,7 +56,7 @@ async def side_engine(spec: Any, policy_engine: Any, option: str) -> Any:
 
 def chat_for(engine: Any):
     """The (probed once) chat format of an engine's tokenizer."""
-    from skyrl_core.chat import ChatFormat
+    from skyrl_core.default_plugins.chat.template import ChatFormat
 
     if id(engine) not in _CHATS:
         _CHATS[id(engine)] = ChatFormat(engine.tokenizer)

@@ -32,7 +32,7 @@ def main() -> None:
     from rich.table import Table
 
     from skyrl_core import DataSpec, ToolContext
-    from skyrl_core.chat import ChatFormat
+    from skyrl_core.default_plugins.chat.template import ChatFormat
     from skyrl_memagent import data as mdata
     from skyrl_memagent.tasks import build_memagent_instructions, memagent_hotpotqa_task
     from skyrl_memagent.tools import next_tool

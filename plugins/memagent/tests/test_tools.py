@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from skyrl_core import DataSpec, ToolContext
-from skyrl_core.chat import ChatFormat
+from skyrl_core.default_plugins.chat.template import ChatFormat
 from skyrl_core.errors import ToolArgumentsError
 from skyrl_memagent.data import ensure_document
 from skyrl_memagent.tasks import build_memagent_instructions, memagent_hotpotqa_task

@@ -40,7 +40,7 @@ async def test_the_smollm2_example_builds_short_contexts_with_the_worked_example
     far below the context window, the shaped verifier registered."""
     import attrs
 
-    from skyrl_core.chat import ChatFormat
+    from skyrl_core.default_plugins.chat.template import ChatFormat
     from skyrl_core.config import load_config
     from skyrl_core.plugins import get_registry
     from skyrl_memagent.data import ensure_document

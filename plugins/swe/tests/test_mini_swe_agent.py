@@ -58,7 +58,7 @@ async def run_agent(tmp_path, tokenizer, replies, engine_class=None, **mini):
     commands in a bubblewrap sandbox over ``tmp_path/ws``: (trajectory, engine, gateway port)."""
     import functools
 
-    from skyrl_core.chat import ChatFormat
+    from skyrl_core.default_plugins.chat.template import ChatFormat
     from skyrl_core.default_plugins.engines.gateway import Gateway
     from skyrl_core.default_plugins.engines.harness import run_harness
     from skyrl_core.default_plugins.runtimes.sandbox import LocalSandbox

@@ -72,7 +72,7 @@ async def verifiers_own_rewards(name, options, engine, tokenizer, limit=None):
     fresh gateway on the same engine."""
     import verifiers.v1 as vf
 
-    from skyrl_core.chat import ChatFormat
+    from skyrl_core.default_plugins.chat.template import ChatFormat
     from skyrl_core.default_plugins.engines.gateway import Gateway
     from skyrl_verifiers.environments import MODEL_NAME, environment
 

@@ -12,7 +12,7 @@ unknown id answers 404 ``unknown_session``. ``POST /sessions/<id>/end`` (or :met
 requests answer 409 ``session_ended``. ``GET /sessions/<id>`` returns its transitions and metrics;
 :meth:`Gateway.trajectory` builds the :class:`~skyrl_core.transitions.Trajectory` postprocess packs.
 
-Token-in/token-out. The gateway renders messages with the agent loop's :class:`~skyrl_core.chat.ChatFormat`
+Token-in/token-out. The gateway renders messages with the agent loop's :class:`~skyrl_core.default_plugins.chat.template.ChatFormat`
 (tools described the same way, tool messages in the template's observation role). When a request's messages
 are the previous request's messages, then the assistant reply the gateway gave (compared message by message:
 role, content, tool calls by id, name and parsed arguments), then new messages, only the new messages are
@@ -55,8 +55,9 @@ from typing import Any
 
 import attrs
 
-from skyrl_core.agent import _render_demonstrations
-from skyrl_core.chat import ChatFormat, token_drift, with_system_text
+from skyrl_core.agent import _render_demonstrations, with_system_text
+from skyrl_core.default_plugins.chat.template import ChatFormat
+from skyrl_core.transitions import token_drift
 from skyrl_core.contracts import member
 from skyrl_core.inference.base import SamplingParams
 from skyrl_core.transitions import Trajectory, Transition

@@ -5,7 +5,7 @@ serve --record``."""
 import asyncio
 from typing import Any
 
-from skyrl_core.chat import ChatFormat
+from skyrl_core.default_plugins.chat.template import ChatFormat
 
 from .gateway import MAX_REQUEST_BYTES, Gateway, bind
 

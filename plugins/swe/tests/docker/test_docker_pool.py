@@ -130,7 +130,7 @@ def call(name: str, **args) -> str:
 async def test_a_killed_container_fails_only_its_trajectory(engine, base_image, docker_engine):
     from skyrl_core import ToolContext
     from skyrl_core.agent import run_agent
-    from skyrl_core.chat import ChatFormat
+    from skyrl_core.default_plugins.chat.template import ChatFormat
     from skyrl_core.inference.base import SamplingParams
     from skyrl_core.default_plugins.parsers import HermesParser
     from skyrl_swe.tools import bash_tool, submit_tool

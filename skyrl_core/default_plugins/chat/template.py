@@ -1,4 +1,5 @@
-"""Token-in/token-out chat formatting: the model's chat template applied once, then extended by token ids.
+"""Token-in/token-out chat formatting, the built-in chat format ``default`` (``register_chat_formats``; contract
+:class:`skyrl_core.contracts.ChatFormat`): the model's chat template applied once, then extended by token ids.
 
 The agent loop never decodes and re-encodes a conversation. :meth:`ChatFormat.start` renders the initial
 messages with the tokenizer's chat template (passing ``tools=`` when the template renders them; otherwise the
@@ -24,13 +25,12 @@ from what the template would render).
 
 from __future__ import annotations
 
-import difflib
 import json
 import logging
 import re
 from typing import Any, Sequence
 
-import attrs
+from skyrl_core.agent import with_system_text
 
 log = logging.getLogger(__name__)
 
@@ -53,16 +53,6 @@ def tools_block(tool_schemas: Sequence[dict], example_call: str | None = None) -
     else:
         text += ":\n<tool_call>\n{\"name\": <tool name>, \"arguments\": <arguments object>}\n</tool_call>"
     return text
-
-
-def with_system_text(messages: Sequence[dict], text: str) -> list[dict]:
-    """A copy of ``messages`` with ``text`` appended to the system message (one is inserted when there is none)."""
-    messages = [dict(m) for m in messages]
-    if messages and messages[0].get("role") == "system":
-        messages[0]["content"] = f"{messages[0].get('content') or ''}\n\n{text}".lstrip()
-    else:
-        messages.insert(0, {"role": "system", "content": text})
-    return messages
 
 
 class ChatFormat:
@@ -340,42 +330,3 @@ class ChatFormat:
         except Exception:
             return False
         return "PROBETHINK" not in text
-
-
-@attrs.define
-class Drift:
-    """Where re-tokenising a conversation differs from its recorded ids: ``tokens`` differing (the larger side
-    of each differing span; 0 when the two are equal), ``spans`` (runs of differences), ``first`` (index of the
-    first differing token in the recorded ids; -1 when equal), ``recorded``/``rendered`` (the ids of the first
-    differing span on each side)."""
-
-    tokens: int = 0
-    spans: int = 0
-    first: int = -1
-    recorded: list[int] = attrs.Factory(list)
-    rendered: list[int] = attrs.Factory(list)
-
-
-MAX_DIFF_SPAN = 4096  # longer differing middles are counted as one span, not diffed token by token
-
-
-def token_drift(recorded: Sequence[int], rendered: Sequence[int]) -> Drift:
-    """Compare ``recorded`` ids with the ``rendered`` ids of the same conversation. O(n) for the common prefix
-    and suffix; the differing middle is diffed (``difflib``) when it is at most :data:`MAX_DIFF_SPAN` tokens."""
-    a, b = list(recorded), list(rendered)
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    if i == len(a) == len(b):
-        return Drift()
-    j = 0
-    while j < n - i and a[len(a) - 1 - j] == b[len(b) - 1 - j]:
-        j += 1
-    mid_a, mid_b = a[i:len(a) - j], b[i:len(b) - j]
-    if len(mid_a) + len(mid_b) > MAX_DIFF_SPAN:
-        return Drift(max(len(mid_a), len(mid_b)), 1, i, mid_a[:16], mid_b[:16])
-    ops = [op for op in difflib.SequenceMatcher(None, mid_a, mid_b, autojunk=False).get_opcodes() if op[0] != "equal"]
-    first = ops[0]
-    return Drift(sum(max(i2 - i1, j2 - j1) for _, i1, i2, j1, j2 in ops), len(ops), i + first[1],
-                 mid_a[first[1]:first[2]], mid_b[first[3]:first[4]])
