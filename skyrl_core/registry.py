@@ -117,7 +117,7 @@ def validate(kind: str, name: Any, obj: Any, plugin: str) -> None:
     if kind == "inference_engines" and member(obj, kind, "scripted_policy"):
         raise RegistrationError(f"plugin '{plugin}' registered '{name}', a scripted policy, as an inference engine; "
                                 f"a scripted policy is a benchmark fixture no config may train with: run it with a "
-                                f"scaffold-check command (skyrl_core.scripted)")
+                                f"scaffold-check command (skyrl_core.default_plugins.eval.scripted)")
     check(kind, name, obj, plugin)
     if kind == "tools" and name != obj.name:
         raise RegistrationError(f"plugin '{plugin}' registered tool '{obj.name}' under another name '{name}'")

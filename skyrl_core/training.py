@@ -31,8 +31,8 @@ from typing import Any, Callable, Sequence
 
 from .backends import TrainingDivergedError, create_backend
 from .config import Config, config_to_yaml
-from .contracts import member
-from .errors import SkyrlError
+from .contracts import display_name, member
+from .errors import ConfigError, SkyrlError
 from .notes import note
 from .postprocess import build_training_batch
 from .rollout import sampling_params
@@ -56,6 +56,16 @@ def raise_if_cancelled() -> None:
     task = asyncio.current_task()
     if task is not None and getattr(task, "cancelling", lambda: 0)():
         raise asyncio.CancelledError
+
+
+def refuse_scripted_policy(engine: Any, where: str = "skyrl train") -> None:
+    """Raise ConfigError when ``engine`` is a scripted policy (the engine contract's ``scripted_policy``: a benchmark
+    fixture, :mod:`skyrl_core.default_plugins.eval.scripted`): ``where`` (a training run) cannot learn from it."""
+    if member(engine, "inference_engines", "scripted_policy"):
+        name = display_name(engine, "inference_engines")
+        raise ConfigError(f"{where}: engine '{name}' is a scripted policy (a benchmark "
+                          f"fixture that ignores weight updates), so nothing it samples could be trained; run it "
+                          f"with its plugin's scaffold-check command, and train with a model engine")
 
 
 class DataCursor:
@@ -307,8 +317,6 @@ class TrainRun:
             self.session = await RolloutSession.create(self.config)
         else:
             self.session = await self.session_factory(self.config)
-        from .scripted import refuse_scripted_policy
-
         refuse_scripted_policy(self.session.engine)  # a benchmark fixture ignores weight updates: nothing to train
         # a misspelled estimator fails now, naming the registered ones, not after the first rollout
         self.session.registry.get("advantage_estimators", self.config.backend.advantage)

@@ -22,7 +22,7 @@ from skyrl_core.default_plugins.chat.template import ChatFormat  # noqa: E402
 from skyrl_core.default_plugins.parsers import HermesParser  # noqa: E402
 from skyrl_core.inference.base import EngineError, GenerationOutput  # noqa: E402
 from skyrl_core.postprocess import pack_transitions  # noqa: E402
-from skyrl_core.scripted import ScriptedPolicy  # noqa: E402
+from skyrl_core.default_plugins.eval.scripted import ScriptedPolicy  # noqa: E402
 
 from skyrl_core.default_plugins.engines.gateway import Gateway, bind  # noqa: E402
 

@@ -566,9 +566,10 @@ def test_allow_list_excludes_installed_plugin(installed_fixture_plugin):
 
 
 def test_a_scripted_policy_cannot_register_as_an_inference_engine(plugins):
-    """A scripted policy is a benchmark fixture (skyrl_core.scripted): the registry refuses it as an engine, so
-    `skyrl plugins` never lists it and no config's engine.type can name it; its plugin's other hooks stand."""
-    from skyrl_core.scripted import ScriptedPolicy
+    """A scripted policy is a benchmark fixture (skyrl_core.default_plugins.eval.scripted): the registry refuses it
+    as an engine, so `skyrl plugins` never lists it and no config's engine.type can name it; its plugin's other
+    hooks stand."""
+    from skyrl_core.default_plugins.eval.scripted import ScriptedPolicy
 
     class Lookup(ScriptedPolicy):
         name = "lookup"
@@ -599,8 +600,8 @@ def test_a_training_run_refuses_a_scripted_policy_it_is_handed(tmp_path):
 
     from skyrl_core.config import load_config
     from skyrl_core.errors import ConfigError
-    from skyrl_core.scripted import ScriptedPolicy, refuse_scripted_policy
-    from skyrl_core.training import TrainRun
+    from skyrl_core.default_plugins.eval.scripted import ScriptedPolicy
+    from skyrl_core.training import TrainRun, refuse_scripted_policy
 
     class Lookup(ScriptedPolicy):
         name = "lookup"

@@ -30,7 +30,8 @@ def test_the_builtins_register_what_the_session_and_loop_ask_for(plugins):
     from skyrl_core.default_plugins.chat.template import ChatFormat
 
     reg = plugins.registry
-    assert reg.get("chat_formats", "default") is ChatFormat and reg.entries["chat_formats"]["default"].plugin == "builtin:chat"
+    assert reg.get("chat_formats", "default") is ChatFormat
+    assert reg.entries["chat_formats"]["default"].plugin == "builtin:chat"
     assert reg.get("engine_builders", "default") is build_engine
     assert reg.get("harness_runners", "default") is HarnessRunner
     assert reg.get("format_detectors", "default") is detect_format

@@ -1,7 +1,7 @@
 """``memagent_oracle``: a scripted policy that checks the scaffold, independently of model quality.
 
-It is not a model, and not an inference engine: a benchmark fixture (:mod:`skyrl_core.scripted`) run by
-``skyrl memagent scaffold-check CONFIG``; no config can name it and ``skyrl train`` refuses it. It reads each prompt it is given (token ids, decoded with the policy's tokenizer), finds the
+It is not a model, and not an inference engine: a benchmark fixture
+(:mod:`skyrl_core.default_plugins.eval.scripted`) run by ``skyrl memagent scaffold-check CONFIG``; no config can name it and ``skyrl train`` refuses it. It reads each prompt it is given (token ids, decoded with the policy's tokenizer), finds the
 question, its memory and the section on screen, and writes a ``next`` call whose memory is the old memory plus
 every sentence of the section that names the answer or is one of the question's supporting facts (it looks the
 question up in the HotpotQA rows, so it knows them). In the final context it calls ``finish`` with the gold
@@ -22,7 +22,7 @@ import re
 from typing import Any
 
 from skyrl_core.inference.base import GenerationOutput, SamplingParams
-from skyrl_core.scripted import ScriptedPolicy
+from skyrl_core.default_plugins.eval.scripted import ScriptedPolicy
 
 from .data import gold_sentences, read_rows
 

@@ -1,6 +1,6 @@
 """A scripted MiniWoB++ policy (``miniwob_scripted``): a benchmark fixture run by ``skyrl osworld scaffold-check
-CONFIG``, answering through the engine interface, but never an inference engine (:mod:`skyrl_core.scripted`:
-no config names it, ``skyrl train`` refuses it).
+CONFIG``, answering through the engine interface, but never an inference engine
+(:mod:`skyrl_core.default_plugins.eval.scripted`: no config names it, ``skyrl train`` refuses it).
 
 It reads what a text-only model reads — the task sentence and the latest accessibility view in the prompt —
 and writes one ``osworld_action`` call per turn in the Hermes ``<tool_call>`` format, tokenised with the
@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 
 from skyrl_core.inference.base import GenerationOutput, SamplingParams
-from skyrl_core.scripted import ScriptedPolicy
+from skyrl_core.default_plugins.eval.scripted import ScriptedPolicy
 
 _LINE = re.compile(r'^(?P<indent>\s*)\[(?P<n>\d+)\] (?P<role>\S+) "(?P<name>.*?)"(?P<rest>.*?)@\((?P<x>-?\d+),'
                    r'(?P<y>-?\d+)\) (?P<w>\d+)x(?P<h>\d+)\s*$')

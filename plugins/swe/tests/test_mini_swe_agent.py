@@ -16,7 +16,7 @@ pytest.importorskip("fastapi")
 
 from skyrl_core import Instance  # noqa: E402
 from skyrl_core.inference.base import GenerationOutput  # noqa: E402
-from skyrl_core.scripted import ScriptedPolicy  # noqa: E402
+from skyrl_core.default_plugins.eval.scripted import ScriptedPolicy  # noqa: E402
 
 SUBMIT = "THOUGHT: done.\n\n```mswea_bash_command\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```"
 

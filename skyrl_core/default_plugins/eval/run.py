@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from skyrl_core.contracts import member
-from skyrl_core.scripted import is_scripted_policy
+from skyrl_core.default_plugins.eval.scripted import is_scripted_policy
 from skyrl_core.transitions import Trajectory
 
 log = logging.getLogger(__name__)
@@ -179,7 +179,7 @@ async def run_eval(config: Any, output_dir: str | Path, engine: Any = None,
     metrics = eval_metrics(trajectories, time.perf_counter() - start, dispatch)
     metrics["rollout_s"] = rollout_s
     if scripted:  # a scripted policy's pass rate is a scaffold check, labelled so wherever metrics.json goes
-        from skyrl_core.scripted import SCAFFOLD_NOTE
+        from skyrl_core.default_plugins.eval.scripted import SCAFFOLD_NOTE
 
         metrics["scaffold_check"] = {"policy": policy, "note": SCAFFOLD_NOTE}
     write_outputs(output_dir, trajectories, metrics, config=config)

@@ -1,4 +1,4 @@
-"""The ``scaffold-check`` command a plugin with a scripted policy adds (:mod:`skyrl_core.scripted`): the config's
+"""The ``scaffold-check`` command a plugin with a scripted policy adds (:mod:`.scripted`): the config's
 eval split rolled out by the policy through :func:`.run.run_eval`, its pass rate labelled as a scaffold check.
 A plugin imports :func:`scaffold_check_command` from here inside its ``register_commands`` hookimpl."""
 
@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from skyrl_core.errors import ConfigError
 from .run import run_eval
-from skyrl_core.scripted import SCAFFOLD_NOTE, ScriptedPolicy, is_scripted_policy
+from skyrl_core.default_plugins.eval.scripted import SCAFFOLD_NOTE, ScriptedPolicy, is_scripted_policy
 
 
 async def run_scaffold_check(config: Any, output_dir: str | Path, policy: ScriptedPolicy) -> dict[str, Any]:

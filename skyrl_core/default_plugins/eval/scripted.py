@@ -1,27 +1,26 @@
-"""Scripted policies: benchmark fixtures that check a scaffold, never inference engines.
+"""Scripted policies (the built-in eval's): benchmark fixtures that check a scaffold, never inference engines.
 
 A scripted policy (the memagent plugin's oracle, which looks the gold answer up; the osworld plugin's MiniWoB++
 script) answers through the engine interface so that the real rollout session, agent loop, chat template, tools
 and verifier run unchanged; but it is not a model. Its pass rate measures the scaffold (chunker, memory, actions,
 verifier), not any policy's quality, and it cannot learn: a weight update has nothing to change. So:
 
-- it subclasses :class:`ScriptedPolicy`; the registry refuses it as an inference engine (``skyrl plugins`` never
-  lists it, no ``engine.type`` names it), and :func:`refuse_scripted_policy` stops a training run that is handed
-  one (``skyrl train`` never is);
-- its plugin runs it with a ``scaffold-check`` command (``scaffold_check_command`` of the built-in eval plugin,
+- it subclasses :class:`ScriptedPolicy` (the engine contract's optional member ``scripted_policy`` is True); the
+  core's registry refuses it as an inference engine (``skyrl plugins`` never lists it, no ``engine.type`` names
+  it), and :func:`skyrl_core.training.refuse_scripted_policy` stops a training run that is handed one (``skyrl
+  train`` never is);
+- its plugin runs it with a ``scaffold-check`` command (``scaffold_check_command`` of this built-in,
   ``skyrl_core/default_plugins/eval/scaffold_check.py``), whose ``metrics.json`` carries ``scaffold_check`` naming
   the policy, and whose figures are reported as scaffold checks, not scores.
-
-A leaf: the built-in eval imports :data:`SCAFFOLD_NOTE` from here; the core never imports the eval.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .contracts import display_name, member
-from .errors import ConfigError, SkyrlError
-from .inference.base import Engine
+from skyrl_core.contracts import member
+from skyrl_core.errors import SkyrlError
+from skyrl_core.inference.base import Engine
 
 SCAFFOLD_NOTE = ("a scripted policy, not a model: its pass rate checks the scaffold (tools, memory, verifier) and "
                  "is no policy's score")
@@ -41,12 +40,3 @@ class ScriptedPolicy(Engine):
 def is_scripted_policy(obj: Any) -> bool:
     """Whether ``obj`` (an engine, an engine class or a factory marked ``scripted_policy = True``) is one."""
     return bool(member(obj, "inference_engines", "scripted_policy"))
-
-
-def refuse_scripted_policy(engine: Any, where: str = "skyrl train") -> None:
-    """Raise ConfigError when ``engine`` is a scripted policy: ``where`` (a training run) cannot learn from it."""
-    if is_scripted_policy(engine):
-        name = display_name(engine, "inference_engines")
-        raise ConfigError(f"{where}: engine '{name}' is a scripted policy (a benchmark "
-                          f"fixture that ignores weight updates), so nothing it samples could be trained; run it "
-                          f"with its plugin's scaffold-check command, and train with a model engine")
