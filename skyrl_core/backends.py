@@ -13,7 +13,8 @@ import abc
 import os
 from typing import Any
 
-from .errors import SkyrlError
+from .contracts import display_name, member
+from .errors import ConfigError, SkyrlError
 
 
 class TrainingDivergedError(SkyrlError):
@@ -63,3 +64,13 @@ def create_backend(config: Any, engine: Any = None) -> Backend:
 
     factory = get_registry().get("backends", config.backend.type)
     return factory(config, engine)
+
+
+def refuse_scripted_policy(engine: Any, where: str = "skyrl train") -> None:
+    """Raise ConfigError when ``engine`` is a scripted policy (the engine contract's ``scripted_policy``: a benchmark
+    fixture, :mod:`skyrl_core.default_plugins.eval.scripted`): ``where`` (a training run) cannot learn from it."""
+    if member(engine, "inference_engines", "scripted_policy"):
+        name = display_name(engine, "inference_engines")
+        raise ConfigError(f"{where}: engine '{name}' is a scripted policy (a benchmark "
+                          f"fixture that ignores weight updates), so nothing it samples could be trained; run it "
+                          f"with its plugin's scaffold-check command, and train with a model engine")

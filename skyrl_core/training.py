@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 
-from .backends import TrainingDivergedError, create_backend
+from .backends import TrainingDivergedError, create_backend, refuse_scripted_policy
 from .config import Config, config_to_yaml
-from .contracts import display_name, member
-from .errors import ConfigError, SkyrlError
+from .contracts import member
+from .errors import SkyrlError
 from .notes import note
 from .postprocess import build_training_batch
 from .rollout import sampling_params
@@ -56,16 +56,6 @@ def raise_if_cancelled() -> None:
     task = asyncio.current_task()
     if task is not None and getattr(task, "cancelling", lambda: 0)():
         raise asyncio.CancelledError
-
-
-def refuse_scripted_policy(engine: Any, where: str = "skyrl train") -> None:
-    """Raise ConfigError when ``engine`` is a scripted policy (the engine contract's ``scripted_policy``: a benchmark
-    fixture, :mod:`skyrl_core.default_plugins.eval.scripted`): ``where`` (a training run) cannot learn from it."""
-    if member(engine, "inference_engines", "scripted_policy"):
-        name = display_name(engine, "inference_engines")
-        raise ConfigError(f"{where}: engine '{name}' is a scripted policy (a benchmark "
-                          f"fixture that ignores weight updates), so nothing it samples could be trained; run it "
-                          f"with its plugin's scaffold-check command, and train with a model engine")
 
 
 class DataCursor:

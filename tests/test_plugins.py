@@ -601,7 +601,8 @@ def test_a_training_run_refuses_a_scripted_policy_it_is_handed(tmp_path):
     from skyrl_core.config import load_config
     from skyrl_core.errors import ConfigError
     from skyrl_core.default_plugins.eval.scripted import ScriptedPolicy
-    from skyrl_core.training import TrainRun, refuse_scripted_policy
+    from skyrl_core.backends import refuse_scripted_policy
+    from skyrl_core.training import TrainRun
 
     class Lookup(ScriptedPolicy):
         name = "lookup"

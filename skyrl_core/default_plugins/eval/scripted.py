@@ -7,7 +7,7 @@ verifier), not any policy's quality, and it cannot learn: a weight update has no
 
 - it subclasses :class:`ScriptedPolicy` (the engine contract's optional member ``scripted_policy`` is True); the
   core's registry refuses it as an inference engine (``skyrl plugins`` never lists it, no ``engine.type`` names
-  it), and :func:`skyrl_core.training.refuse_scripted_policy` stops a training run that is handed one (``skyrl
+  it), and :func:`skyrl_core.backends.refuse_scripted_policy` stops a training run that is handed one (``skyrl
   train`` never is);
 - its plugin runs it with a ``scaffold-check`` command (``scaffold_check_command`` of this built-in,
   ``skyrl_core/default_plugins/eval/scaffold_check.py``), whose ``metrics.json`` carries ``scaffold_check`` naming
