@@ -2,8 +2,9 @@
 
 Token-in/token-out (SkyRL-Agent, arXiv 2511.16108, Sec. 3.3): the prompt is kept as token ids. The chat
 template is applied once (the registered chat format, :class:`skyrl_core.contracts.ChatFormat`), generated ids are
-appended exactly as sampled and only new messages are tokenised. Every LLM call goes through :func:`skyrl_core.transitions.record_transition`,
-so the trajectory's transitions are the exact ids and logprobs the engine saw and produced.
+appended exactly as sampled and only new messages are tokenised. Every LLM call goes through
+:func:`skyrl_core.transitions.record_transition`, so the trajectory's transitions are the exact ids and logprobs
+the engine saw and produced.
 
 Finish reasons (``skyrl_core.transitions``): ``finished`` (the finish tool), ``no_tool_call`` (``agent.on_no_tool_call:
 stop``, or nudges used up), ``max_turns``, ``context_exceeded`` (the prompt reached the context window, or a
@@ -436,7 +437,8 @@ def _max_tokens_error(cut: Any, max_tokens: int) -> str:
 
 def _resembled(text: str, tools: dict[str, Tool], parser: Any) -> tuple[str, str, bool] | None:
     """(parser name, format name, whether ``parser`` reads that format: its ``reads_formats``) of the call format
-    the reply outside its reasoning resembles, or None."""
+    the reply resembles, or None: the process's format detector ``default`` (``register_format_detectors``; the
+    built-in looks outside the reply's reasoning)."""
     found = get_registry().get("format_detectors", "default")(text, tools)
     if found is None:
         return None

@@ -220,8 +220,9 @@ class RolloutSession:
     async def create(cls, config: Any, engine: Any = None, registry: Any = None) -> "RolloutSession":
         """Build the session; the engine is built by the engine builder ``default`` (``register_engine_builders``;
         the built-in: ``registry.get("inference_engines", config.engine.type)``, behind a router when
-        ``engine.replicas`` or ``engine.endpoints`` ask for several) unless given (then the caller closes it). Raises UnknownComponentError / ConfigError naming a missing
-        tool, task, verifier, instruction builder, runtime, parser or engine."""
+        ``engine.replicas`` or ``engine.endpoints`` ask for several) unless given (then the caller closes it).
+        Raises UnknownComponentError / ConfigError naming a missing tool, task, verifier, instruction builder,
+        runtime, parser or engine."""
         registry = registry or get_registry()
         check_placements(config, registry)
         owns = engine is None
