@@ -5,9 +5,9 @@
     python tests/benchmarks/bench_async_training.py --out runs/pilot --seeds 0 --staleness 0 1 --steps 3 --eval-limit 0
 
 Each run is ``skyrl train examples/quickstart.yaml`` with the overrides in :data:`OVERRIDES` (documented in
-docs/training.md, "Asynchronous training"): the quickstart's own batch, samples, turns, mini-batches and 6 steps;
-eval only after the last step and on fewer questions, no checkpoints, ``decoupled_ppo`` in every setting) with
-``train.max_staleness`` 0, 1 or 2 and ``train.seed`` 0, 1, 2, one after another in this process (seed-major
+docs/training.md, "Asynchronous training": the quickstart's own batch, samples, turns, mini-batches and 6 steps;
+the eval only after the last step and on ``--eval-limit`` questions, no checkpoints, ``decoupled_ppo`` in every
+setting) with ``train.max_staleness`` 0, 1 or 2 and ``train.seed`` 0, 1, 2, one after another in this process (seed-major
 order, so a cut-short benchmark still compares every setting).
 
 Two cores stand in for two devices (``--split process``, the default): the hf engine runs in a Ray actor
