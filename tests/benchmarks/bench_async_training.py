@@ -24,7 +24,8 @@ weight sync, divided by the steps: includes the first step, which nothing overla
 (from step 1's weight sync to the last step's, divided by the steps after the first: the rate of a long run);
 the engine's busy fraction two ways (``engine_busy``: a call in flight, sampled every 0.1 s; ``engine_cpu``: the
 engine process's CPU seconds over the same wall, from ``/proc``), the trainer's (``trainer_busy``: train-step
-seconds, update plus weight push, over the wall; ``driver_cpu``: this process's CPU seconds over the wall), the
+seconds, update plus weight push, over the wall; ``driver_cpu``: this process's CPU seconds over the wall; with
+``--split thread`` the two CPU figures are the engine thread's and the trainer threads'), the
 mean update and weight-push seconds, eval pass@1 after the last step, the 1-minute load average at the run's
 start and end, and the busy periods for the timeline PNG. Results go to ``<out>/results.jsonl`` (one line per
 finished run) and ``<out>/timeline.png``.
