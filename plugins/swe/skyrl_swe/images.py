@@ -30,6 +30,8 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -53,6 +55,30 @@ class ImageBuildError(RuntimeError):
 
 def _cache() -> Path:
     return cache_dir()
+
+
+_TAG_LOCKS: dict[str, threading.Lock] = {}
+_TAG_GUARD = threading.Lock()
+
+
+@contextmanager
+def tag_lock(tag: str):
+    """Held while one image tag is checked and built: by one thread of this process, and by one process on this
+    host (an ``fcntl`` lock on a file under the cache). Two trajectories of one repository version (two instances,
+    or samples of one) would otherwise build the same tag at once, and the second ``tag`` would leave the first
+    image dangling. Blocks until the other builder is done, then the caller sees its image."""
+    import fcntl
+
+    with _TAG_GUARD:
+        lock = _TAG_LOCKS.setdefault(tag, threading.Lock())
+    locks = _cache() / "build-locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with lock, open(locks / (hashlib.sha256(tag.encode()).hexdigest()[:32] + ".lock"), "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def apt_mirror() -> str:
@@ -200,8 +226,13 @@ def ensure_env_image(client: Any, data: dict, base_id: str | None = None) -> str
     # instance build, without an index or build isolation (the instance Dockerfile sets both)
     packages = sorted(set(test_packages(data)) | {"pip", "setuptools", "wheel"})
     tag = f"skyrl-swe-env:{_digest(base_id, *sorted(packages))}"
-    if image_exists(client, tag):
-        return tag
+    with tag_lock(tag):
+        if not image_exists(client, tag):
+            _build_env_image(client, tag, packages)
+    return tag
+
+
+def _build_env_image(client: Any, tag: str, packages: list[str]) -> None:
     with tempfile.TemporaryDirectory(prefix="skyrl-envctx-") as tmp:
         ctx = Path(tmp)
         _download(packages, ctx / "site")
@@ -212,7 +243,6 @@ def ensure_env_image(client: Any, data: dict, base_id: str | None = None) -> str
             f"RUN chmod -R a+rX {ENV_PREFIX}\n"
             f"ENV PATH={ENV_PREFIX}/bin:/usr/local/bin:/usr/bin:/bin VIRTUAL_ENV={ENV_PREFIX}\n")
         _build(client, ctx, tag, {LABEL: "env", "skyrl.packages": json.dumps(packages)}, network=False)
-    return tag
 
 
 def build_instance_image(client: Any, data: dict, network: bool = False, rebuild: bool = False,
@@ -231,26 +261,27 @@ def build_instance_image(client: Any, data: dict, network: bool = False, rebuild
     digest = _digest(env_id, tree_digest(source), *commands)
     tag = f"skyrl-swe/{_slug(data['instance_id'])}:{digest}"
     latest = instance_image_name(data)
-    if image_exists(client, tag) and not rebuild:
+    with tag_lock(tag):  # two samples of one instance must not build its tag twice
+        if image_exists(client, tag) and not rebuild:
+            client.images.get(tag).tag(latest.split(":")[0], "latest")
+            return latest, "cached"
+        with tempfile.TemporaryDirectory(prefix="skyrl-instctx-") as tmp:
+            ctx = Path(tmp)
+            shutil.copytree(source, ctx / "repo", symlinks=True, ignore=shutil.ignore_patterns(".git"))
+            git = "git -c user.name=skyrl -c user.email=skyrl@localhost -c commit.gpgsign=false"
+            steps = [f"COPY repo/ /testbed/",
+                     f"RUN cd /testbed && {git} init -q && {git} add -A -f . && "
+                     f"{git} commit -q --no-verify -m 'base commit {data.get('base_commit') or ''}'".rstrip()]
+            offline = "" if network else " PIP_NO_INDEX=1 PIP_NO_BUILD_ISOLATION=0"
+            if commands:  # rows say `pip install ...`: the environment's venv has pip as a module, give it a command
+                steps.append(f"RUN [ -x {ENV_PREFIX}/bin/pip ] || {{ printf '#!/bin/sh\\nexec {ENV_PREFIX}/bin/python "
+                             f"-m pip \"$@\"\\n' > {ENV_PREFIX}/bin/pip && chmod 755 {ENV_PREFIX}/bin/pip; }}")
+            for command in commands:
+                steps.append(f"RUN cd /testbed && export PIP_DISABLE_PIP_VERSION_CHECK=1{offline} && {command}")
+            steps.append("RUN chmod -R a+rX /testbed")
+            (ctx / "Dockerfile").write_text(f"FROM {env}\n" + "\n".join(steps) + "\nWORKDIR /testbed\n")
+            _build(client, ctx, tag, {LABEL: "instance", "skyrl.instance_id": data["instance_id"]}, network=network)
         client.images.get(tag).tag(latest.split(":")[0], "latest")
-        return latest, "cached"
-    with tempfile.TemporaryDirectory(prefix="skyrl-instctx-") as tmp:
-        ctx = Path(tmp)
-        shutil.copytree(source, ctx / "repo", symlinks=True, ignore=shutil.ignore_patterns(".git"))
-        git = "git -c user.name=skyrl -c user.email=skyrl@localhost -c commit.gpgsign=false"
-        steps = [f"COPY repo/ /testbed/",
-                 f"RUN cd /testbed && {git} init -q && {git} add -A -f . && "
-                 f"{git} commit -q --no-verify -m 'base commit {data.get('base_commit') or ''}'".rstrip()]
-        offline = "" if network else " PIP_NO_INDEX=1 PIP_NO_BUILD_ISOLATION=0"
-        if commands:  # rows say `pip install ...`: the environment's venv has pip as a module, give it a command
-            steps.append(f"RUN [ -x {ENV_PREFIX}/bin/pip ] || {{ printf '#!/bin/sh\\nexec {ENV_PREFIX}/bin/python "
-                         f"-m pip \"$@\"\\n' > {ENV_PREFIX}/bin/pip && chmod 755 {ENV_PREFIX}/bin/pip; }}")
-        for command in commands:
-            steps.append(f"RUN cd /testbed && export PIP_DISABLE_PIP_VERSION_CHECK=1{offline} && {command}")
-        steps.append("RUN chmod -R a+rX /testbed")
-        (ctx / "Dockerfile").write_text(f"FROM {env}\n" + "\n".join(steps) + "\nWORKDIR /testbed\n")
-        _build(client, ctx, tag, {LABEL: "instance", "skyrl.instance_id": data["instance_id"]}, network=network)
-    client.images.get(tag).tag(latest.split(":")[0], "latest")
     return latest, "built"
 
 
