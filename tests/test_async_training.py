@@ -199,7 +199,10 @@ def test_async_loop_survives_hangs_crashes_cancels_and_an_engine_restart(parity,
     # the bound allows (dropped stale, and the resample trained under the same trajectory id)
     assert reasons[hung][0] == "timeout" or counts["dropped_stale"] >= 1, (reasons[hung], counts)
     assert any(e and "injected: engine call crashed" in e for _, e in reasons.values()), reasons
-    assert any(r == "cancelled" for r, _ in reasons.values()), reasons
+    # the CancelledError inside a trajectory ends it `cancelled`; as with the hang, by then its group may be older
+    # than the bound allows (dropped stale: its resample is trained under the same trajectory id)
+    cancelled = state["faults"].seen[4]
+    assert reasons.get(cancelled, ("",))[0] == "cancelled" or counts["dropped_stale"] >= 1, (reasons[cancelled], counts)
     assert any(e and ("closed before this request finished" in e or "hf engine is closed" in e)  # the restart
                for _, e in reasons.values()), reasons
     # the bound: never more live groups than steps t..t+k consume, no datum older than k versions
