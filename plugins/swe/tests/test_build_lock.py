@@ -54,3 +54,18 @@ def test_a_second_process_waits_for_the_tag_and_is_not_blocked_after(tmp_path, m
     assert proc.returncode == 0 and float(out) >= 1.0
     with tag_lock("skyrl-swe/x:1"):  # released by the child: taken again at once
         pass
+
+
+def test_a_hostile_tag_cannot_put_its_lock_file_outside_the_lock_folder(tmp_path, monkeypatch):
+    """Attack: a tag comes from row data (instance ids, repository names) an agent-facing dataset may carry. A tag
+    with path parts, a newline or a huge length still locks one hashed file inside the lock folder."""
+    monkeypatch.setenv("SKYRL_SWE_CACHE", str(tmp_path / "cache"))
+    hostile = ["../../outside", "/etc/passwd", "skyrl-swe/a:b\n../x", "x" * 5000]
+    for tag in hostile:
+        with tag_lock(tag):
+            pass
+    made = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    assert len(made) == len(hostile)
+    for path in made:
+        assert path.parent.as_posix() == "cache/build-locks" and len(path.name) == len("0" * 32 + ".lock")
+    assert not (tmp_path / "outside").exists()
