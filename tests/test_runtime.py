@@ -83,6 +83,32 @@ async def test_cpu_and_memory_limits():
         assert not res.timed_out and res.exit_code != 0  # killed by RLIMIT_CPU, not by the timeout
 
 
+@pytest.mark.parametrize("isolation", ["bubblewrap", "none"])
+async def test_limits_are_the_specs_inside_the_command_and_nothing_runs_between_fork_and_exec(isolation, monkeypatch):
+    if isolation == "bubblewrap" and shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap (bwrap) is not installed")
+    # the limits reach the command exactly (read back with prlimit inside it), set by a shell in front of the
+    # command: no preexec_fn, which ran Python between fork and exec and once hung a training run's event loop
+    # on a lock another thread held at the fork
+    import subprocess
+
+    seen = []
+    real = subprocess.Popen.__init__
+
+    def spy(self, *args, **kwargs):
+        seen.append(kwargs.get("preexec_fn"))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", spy)
+    spec = RuntimeSpec(cpu_time_s=7, memory_mb=300, max_file_mb=3, isolation=isolation)
+    async with LocalSandbox(spec) as rt:
+        res = await rt.exec("prlimit --noheadings --output RESOURCE,SOFT,HARD --cpu --as --fsize --core")
+    assert res.exit_code == 0, res.output
+    limits = {line.split()[0]: line.split()[1:] for line in res.output.splitlines()}
+    assert limits == {"CPU": ["7", "8"], "AS": [str(300 << 20)] * 2, "FSIZE": [str(3 << 20)] * 2, "CORE": ["0", "0"]}
+    assert seen and seen[-1] is None
+
+
 HOLD = ("import sys, time\nblock = b'x' * ({mib} << 20)\nprint('holding', flush=True)\ntime.sleep(30)\n")
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -270,7 +269,7 @@ class LocalSandbox(Runtime):
     def _argv(self, command: str | list[str]) -> list[str]:
         argv = ["bash", "-c", command] if isinstance(command, str) else list(command)
         if not self.bwrap:
-            return argv
+            return self._rlimits() + argv
         ws = str(self.workspace)
         made: set[str] = set()
         mounts = _system_mounts()
@@ -288,16 +287,22 @@ class LocalSandbox(Runtime):
         # the process limit is set inside the sandbox's user namespace, where the kernel counts only its processes
         nproc = int(self.spec.max_processes)
         limiter = ["bash", "-c", f'ulimit -S -H -u {nproc} || exit 126; exec "$@"', "skyrl-limits"]
-        return bwrap_argv(self.bwrap, mounts, ws, self.spec.network, self._drop) + limiter + argv
+        return self._rlimits() + bwrap_argv(self.bwrap, mounts, ws, self.spec.network, self._drop) + limiter + argv
 
-    def _limits(self) -> None:  # runs in the child before exec
+    def _rlimits(self) -> list[str]:
+        """The argv prefix that sets the command's resource limits and then execs it: CPU seconds (soft
+        ``cpu_time_s``, hard one more), address space (``memory_mb``), file size (``max_file_mb``), no core
+        files; bubblewrap and everything it starts inherit them. A shell in front of the command, not a
+        ``preexec_fn``: Python code between fork and exec in a process with other threads (a trainer's, Ray's)
+        can deadlock on a lock another thread held at the fork, and the event loop waits for that exec
+        (seen once in nine quickstart runs of tests/benchmarks/bench_async_training.py: the run hung)."""
         cpu = int(self.spec.cpu_time_s)
-        mem = int(self.spec.memory_mb) * 1024 * 1024
-        fsize = int(self.spec.max_file_mb) * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        mem_kib = int(self.spec.memory_mb) * 1024
+        fsize_kib = int(self.spec.max_file_mb) * 1024  # bash's ulimit -f counts 1024-byte blocks
+        script = (f"ulimit -S -t {cpu} && ulimit -H -t {cpu + 1} && ulimit -S -v {mem_kib} && ulimit -H -v {mem_kib}"
+                  f" && ulimit -S -f {fsize_kib} && ulimit -H -f {fsize_kib} && ulimit -S -c 0 && ulimit -H -c 0"
+                  f' || exit 126; exec "$@"')
+        return [shutil.which("bash") or "/bin/bash", "-c", script, "skyrl-rlimits"]
 
     async def exec(self, command: str | list[str], timeout_s: float = 30.0, stdin: str | None = None,
                    env: dict[str, str] | None = None, pass_fds: tuple[int, ...] = ()) -> ExecResult:
@@ -318,7 +323,7 @@ class LocalSandbox(Runtime):
             *self._argv(command), cwd=str(self.workspace), env=full_env,
             stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True, preexec_fn=self._limits, pass_fds=pass_fds)
+            start_new_session=True, pass_fds=pass_fds)
         # the command's process group outlives it when it leaves background processes; they are killed at close()
         self._groups.add(proc.pid)
         limit = self.spec.max_output_chars
