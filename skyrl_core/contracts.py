@@ -108,7 +108,10 @@ class Backend(Protocol):
 
 @runtime_checkable
 class MetricLogger(Protocol):
-    """Built from ``(output_dir: Path, config: Config | None)``; ``log(record: dict)`` and ``close()``."""
+    """Built from ``(output_dir: Path, config: Config | None)``; ``log(record: dict)`` and ``close()``. Optional
+    (``LOGGER_OPTIONAL``): ``truncate_after(step) -> list[dict]`` (it keeps the run's record) and
+    ``log_rollout(name, trajectories) -> dict[str, float]`` (the run's logger ``run``: keeps a rollout, returns its
+    figures)."""
 
     def log(self, record: dict) -> None: ...
 
@@ -220,7 +223,7 @@ PARSER_OPTIONAL: dict[str, Any] = {"name": None, "format_call": _tool_call_tag, 
 RUNTIME_OPTIONAL: dict[str, Any] = {"prepare": None, "limit_hits": None, "unavailable": None}
 DISPATCHER_OPTIONAL: dict[str, Any] = {"session_memory": None}
 TASK_OPTIONAL: dict[str, Any] = {"content_fields": (), "harness": None}
-LOGGER_OPTIONAL: dict[str, Any] = {"truncate_after": None}
+LOGGER_OPTIONAL: dict[str, Any] = {"truncate_after": None, "log_rollout": None}
 BACKEND_OPTIONAL: dict[str, Any] = {"launch": None}
 ENGINE_OPTIONAL: dict[str, Any] = {"name": None, "max_context": None, "accepts_images": False,
                                    "generate_messages": None, "scripted_policy": False}
