@@ -64,7 +64,7 @@ def test_the_scan_counts_function_level_imports(tmp_path):
                                  "default_plugins/rollouts.py", "default_plugins/backends", "evaluate.py",
                                  "scaffold_check.py", "default_plugins/eval_command.py", "examples.py",
                                  "scale_out.py", "default_plugins/catalog.py",
-                                 "async_training.py", "chat.py", "scripted.py"])
+                                 "async_training.py", "chat.py", "scripted.py", "overrides.py"])
 def test_the_old_module_paths_are_gone(old):
     assert not (CORE / old).exists()  # no shim left behind: nothing was ever published at the old paths
 
