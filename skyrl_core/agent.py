@@ -150,8 +150,8 @@ async def run_agent(trajectory: Trajectory, *, engine: Any, tools: dict[str, Too
     ``answer``, ``turns`` (LLM calls), ``tool_calls`` (calls per tool name), ``masked`` and ``error``.
     ``engine_timeout_s`` bounds one engine call in seconds (None: no bound). ``drift_check`` re-renders the
     last generation's prompt with the chat template at the end and records how it differs from the ids the
-    engine was sent (the chat format's optional ``check_drift``; none from a format without it). Never raises for engine, tool or model misbehaviour; cancellation
-    propagates.
+    engine was sent (the chat format's optional ``check_drift``; none from a format without it). Never raises
+    for engine, tool or model misbehaviour; cancellation propagates.
     """
     cfg = agent_config
     recorder = TransitionRecorder(engine, trajectory.transitions)
