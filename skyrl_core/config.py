@@ -219,7 +219,7 @@ class TrainConfig:
 class LoggingConfig:
     """Where metrics go: jsonl always; TensorBoard and Weights & Biases when enabled; ``loggers`` names more
     registered loggers (``register_loggers``: the built-ins ``jsonl``, ``tensorboard``, ``wandb`` or a
-    plugin's)."""
+    plugin's; not ``run``, the run's own logger that writes to all of them)."""
 
     jsonl: bool = True
     tensorboard: bool = False
