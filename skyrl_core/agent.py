@@ -35,7 +35,7 @@ from .plugins import get_registry
 from .runtime import truncate_output
 from .tools import Tool, ToolCall, ToolContext, ToolResult
 from .transitions import (CONTEXT_EXCEEDED, ERROR_RUN, ERROR_RUNTIME, FINISHED, MASKED_REASONS, MAX_TOKENS,
-                          MAX_TURNS, NO_TOOL_CALL, TIMEOUT, Trajectory, record_transition, token_drift)
+                          MAX_TURNS, NO_TOOL_CALL, TIMEOUT, Trajectory, record_transition)
 
 log = logging.getLogger(__name__)
 
@@ -150,8 +150,8 @@ async def run_agent(trajectory: Trajectory, *, engine: Any, tools: dict[str, Too
     ``answer``, ``turns`` (LLM calls), ``tool_calls`` (calls per tool name), ``masked`` and ``error``.
     ``engine_timeout_s`` bounds one engine call in seconds (None: no bound). ``drift_check`` re-renders the
     last generation's prompt with the chat template at the end and records how it differs from the ids the
-    engine was sent (:func:`check_drift`). Never raises for engine, tool or model misbehaviour; cancellation
-    propagates.
+    engine was sent (the chat format's optional ``check_drift``; none from a format without it). Never raises
+    for engine, tool or model misbehaviour; cancellation propagates.
     """
     cfg = agent_config
     recorder = TransitionRecorder(engine, trajectory.transitions)
@@ -325,59 +325,11 @@ async def run_agent(trajectory: Trajectory, *, engine: Any, tools: dict[str, Too
 
     trajectory.metrics["tokenize_s"] = tokenize_s
     trajectory.metrics.setdefault("unread_calls", 0)  # replies shaped like a call the parser could not read
-    if drift_check:
+    check = member(chat, "chat_formats", "check_drift") if drift_check else None
+    if check is not None:  # the chat format's re-render (the built-in: default_plugins/chat/drift.py)
         t0 = time.perf_counter()
-        check_drift(trajectory, chat, ctx.state.messages, schemas)
+        check(trajectory, ctx.state.messages, schemas)
         trajectory.metrics["retok_drift_s"] = time.perf_counter() - t0
-
-
-def check_drift(trajectory: Trajectory, chat: ChatFormat, messages: list[dict], schemas: list[dict]) -> None:
-    """Re-tokenisation drift check: render ``messages`` (the live context) up to the last assistant message
-    with the chat template, tokenise, and compare with the recorded ``input_ids`` of the trajectory's last
-    transition. Sets ``metrics["retok_drift"]`` (bool), ``retok_drift_tokens`` and ``retok_drift_spans``
-    (:class:`skyrl_core.transitions.Drift`) and, when they differ, ``retok_drift_where``: the token index, the turn
-    it lies in and the text of the first difference on each side. Read-only: the transitions (what the trainer
-    trains on) are never replaced by the re-rendered ids. One render of the context: O(conversation)."""
-    if not trajectory.transitions or has_images(messages):
-        return
-    last = trajectory.transitions[-1]
-    at = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=None)
-    if at is None:
-        return
-    try:
-        rendered = chat.render_ids(messages[:at], schemas)
-    except Exception as exc:  # a template that cannot re-render what it rendered before: say so, never raise
-        trajectory.metrics["retok_drift_where"] = f"re-render failed: {type(exc).__name__}: {exc}"[:300]
-        return
-    drift = token_drift(last.input_ids, rendered)
-    trajectory.metrics["retok_drift"] = drift.tokens > 0
-    trajectory.metrics["retok_drift_tokens"] = drift.tokens
-    trajectory.metrics["retok_drift_spans"] = drift.spans
-    if drift.tokens:
-        start = _turn_of(trajectory.transitions, drift.first)
-        end = _turn_of(trajectory.transitions, drift.first + max(len(drift.recorded), 1) - 1)
-        trajectory.metrics["retok_drift_where"] = (
-            f"token {drift.first} ({start if start == end else f'across {start} and {end}'}): recorded "
-            f"{len(drift.recorded)} token(s) {chat.tokenizer.decode(drift.recorded)!r}, re-rendered as "
-            f"{len(drift.rendered)} token(s) {chat.tokenizer.decode(drift.rendered)!r}")
-
-
-def _turn_of(transitions: list, index: int) -> str:
-    """Which part of the last datum's prompt token ``index`` lies in: a turn's generation, the observations
-    after it, or the initial prompt (turns count from 1)."""
-    start = len(transitions) - 1
-    while start > 0 and not transitions[start].new_context:
-        start -= 1
-    datum = transitions[start:]
-    if index < len(datum[0].input_ids):
-        return "the initial prompt"
-    for k, t in enumerate(datum):
-        end = len(t.input_ids) + len(t.output_ids)
-        if len(t.input_ids) <= index < end:
-            return f"the generation of turn {start + k + 1}"
-        if k + 1 < len(datum) and end <= index < len(datum[k + 1].input_ids):
-            return f"the observations after turn {start + k + 1}"
-    return "the last prompt"
 
 
 async def _execute(call: ToolCall, tools: dict[str, Tool], ctx: ToolContext, cfg: Any, parser: Any,

@@ -15,14 +15,13 @@ import os
 import re
 import typing
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 import attrs
 import cattrs
 import yaml
 
 from .errors import ConfigError
-from .overrides import check_overrides
 from .runtime import RuntimeSpec
 from .tasks import DataSpec
 
@@ -220,7 +219,7 @@ class TrainConfig:
 class LoggingConfig:
     """Where metrics go: jsonl always; TensorBoard and Weights & Biases when enabled; ``loggers`` names more
     registered loggers (``register_loggers``: the built-ins ``jsonl``, ``tensorboard``, ``wandb`` or a
-    plugin's)."""
+    plugin's; not ``run``, the run's own logger that writes to all of them)."""
 
     jsonl: bool = True
     tensorboard: bool = False
@@ -555,10 +554,12 @@ def _from_config_sources(name: str) -> Path | None:
 
 
 def load_config(path: str | os.PathLike | None, overrides: list[str] | tuple[str, ...] = (),
-                command: str | None = None) -> Config:
-    """Read a YAML config (or the built-in defaults when ``path`` is None) and apply overrides. With
-    ``command`` (``"eval"``/``"train"``), overrides that cannot affect that command are first refused or
-    logged as warnings (:func:`skyrl_core.overrides.check_overrides`). A ``path`` that is no file is looked up in
+                check: Callable[[dict, list[str]], list[str]] | None = None) -> Config:
+    """Read a YAML config (or the built-in defaults when ``path`` is None) and apply overrides. ``check(data,
+    overrides)`` (a command's: ``skyrl eval``'s refuses ``data.limit`` on a task with ``eval_data``,
+    :mod:`skyrl_core.default_plugins.eval.overrides`) sees the config as read, normalised, before the overrides
+    apply: it raises ConfigError for an override that cannot do what it says, and returns warnings, which are
+    logged. A ``path`` that is no file is looked up in
     the registered config sources (``register_config_sources``; the built-in one finds an example an installed
     plugin ships, ``deep-research:hotpotqa``)."""
     data: Any = {}
@@ -576,8 +577,8 @@ def load_config(path: str | os.PathLike | None, overrides: list[str] | tuple[str
             raise ConfigError(f"config file '{path}' must hold a mapping at the top level")
     data = _normalise(data)
     data.setdefault("tasks", [{"name": "gsm8k"}])
-    if command is not None:
-        for warning in check_overrides(data, overrides, command):
+    if check is not None:
+        for warning in check(data, list(overrides)):
             logging.getLogger(__name__).warning("%s", warning)
     for override in overrides:
         apply_override(data, override)

@@ -108,7 +108,10 @@ class Backend(Protocol):
 
 @runtime_checkable
 class MetricLogger(Protocol):
-    """Built from ``(output_dir: Path, config: Config | None)``; ``log(record: dict)`` and ``close()``."""
+    """Built from ``(output_dir: Path, config: Config | None)``; ``log(record: dict)`` and ``close()``. Optional
+    (``LOGGER_OPTIONAL``): ``truncate_after(step) -> list[dict]`` (it keeps the run's record) and
+    ``log_rollout(name, trajectories) -> dict[str, float]`` (the run's logger ``run``: keeps a rollout, returns its
+    figures)."""
 
     def log(self, record: dict) -> None: ...
 
@@ -141,7 +144,8 @@ class ChatFormat(Protocol):
     """Built from ``(tokenizer, keep_thinking=False, template_kwargs=None)``: token-in/token-out chat formatting
     (the built-in: :class:`skyrl_core.default_plugins.chat.template.ChatFormat`); the rollout session asks for
     ``default``. Its object also has the attributes ``tokenizer``, ``tools_in_template`` (the template renders
-    ``tools=``) and ``observation_role`` (``tool`` or ``user``)."""
+    ``tools=``) and ``observation_role`` (``tool`` or ``user``). Optional (``CHAT_OPTIONAL``):
+    ``check_drift(trajectory, messages, tool_schemas)``, the re-tokenisation drift check (``agent.drift_check``)."""
 
     def prepare(self, messages: list, tool_schemas: list, example_call: str | None = None) -> list: ...
 
@@ -220,8 +224,9 @@ PARSER_OPTIONAL: dict[str, Any] = {"name": None, "format_call": _tool_call_tag, 
 RUNTIME_OPTIONAL: dict[str, Any] = {"prepare": None, "limit_hits": None, "unavailable": None}
 DISPATCHER_OPTIONAL: dict[str, Any] = {"session_memory": None}
 TASK_OPTIONAL: dict[str, Any] = {"content_fields": (), "harness": None}
-LOGGER_OPTIONAL: dict[str, Any] = {"truncate_after": None}
+LOGGER_OPTIONAL: dict[str, Any] = {"truncate_after": None, "log_rollout": None}
 BACKEND_OPTIONAL: dict[str, Any] = {"launch": None}
+CHAT_OPTIONAL: dict[str, Any] = {"check_drift": None}
 ENGINE_OPTIONAL: dict[str, Any] = {"name": None, "max_context": None, "accepts_images": False,
                                    "generate_messages": None, "scripted_policy": False}
 
@@ -263,7 +268,8 @@ CONTRACTS: dict[str, Contract] = {
     "placements": Contract("register_placements", "placement", "object", Placement),
     "config_checks": Contract("register_config_checks", "config check", "callable", ConfigCheck, 1),
     "config_sources": Contract("register_config_sources", "config source", "callable", ConfigSource, 1),
-    "chat_formats": Contract("register_chat_formats", "chat format", "class_or_factory", ChatFormat, 1),
+    "chat_formats": Contract("register_chat_formats", "chat format", "class_or_factory", ChatFormat, 1,
+                             CHAT_OPTIONAL),
     "engine_builders": Contract("register_engine_builders", "engine builder", "callable", EngineBuilder, 2),
     "harness_runners": Contract("register_harness_runners", "harness runner", "class_or_factory", HarnessRunner, 3),
     "format_detectors": Contract("register_format_detectors", "format detector", "callable", FormatDetector, 2),

@@ -1,5 +1,5 @@
 """The ``skyrl train`` loop: rollouts -> post-process -> train step -> weight sync, with eval, checkpoints and
-metrics (every logger through ``register_loggers``, :class:`MetricsLogger`).
+metrics (written to the logger :data:`RUN_LOG`, asked of the registry: ``register_loggers``).
 
 One step (SkyRL-Agent, arXiv 2511.16108, Sec. 3): take ``train.batch_size`` instances from the data cursor, roll
 each out ``sampling.n_samples`` times through the :class:`~skyrl_core.rollout.RolloutSession` (its dispatcher
@@ -18,10 +18,8 @@ after the checkpoint are dropped from metrics.jsonl on resume).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
-import math
 import random
 import time
 from collections import Counter
@@ -44,6 +42,10 @@ log = logging.getLogger(__name__)
 
 
 EVAL_SEED_BASE = 20_251_116  # sampling seed base when sampling.seed is unset (+ train.seed)
+
+#: the registry name of the logger a run writes its records and rollouts to (``register_loggers``; the built-in
+#: trainer's ``run`` writes to every logger the config names and keeps the rollouts: its ``runlog.py``)
+RUN_LOG = "run"
 
 #: the registry name of the asynchronous loop a run with ``train.max_staleness`` > 0 uses (``register_async_loops``;
 #: the built-in ``async_training`` plugin registers it)
@@ -84,42 +86,6 @@ class DataCursor:
             out.append(self._order(epoch)[i])
             self.position += 1
         return out
-
-
-def trajectory_summary(trajectories: Sequence[Any], per_task: bool = True) -> dict[str, float]:
-    """Rollout figures of a step: reward, pass rate, turns, tool calls, finish reasons, masked/failed counts.
-
-    When the trajectories come from more than one task (and ``per_task``), the same figures per task follow
-    under ``task/<name>/<figure>`` (``task/gsm8k_steps/pass_rate``, ...): pooled figures hide that one task
-    learns while another does not."""
-    n = len(trajectories)
-    tasks = sorted({t.task for t in trajectories})
-    if per_task and len(tasks) > 1:
-        out = trajectory_summary(trajectories, per_task=False)
-        for name in tasks:
-            mine = trajectory_summary([t for t in trajectories if t.task == name], per_task=False)
-            out.update({f"task/{name}/{k}": v for k, v in mine.items()})
-            out[f"task/{name}/trajectories"] = float(sum(t.task == name for t in trajectories))
-        return out
-    if not n:
-        return {"trajectories": 0.0}
-    calls = [sum(t.tool_calls.values()) for t in trajectories]
-    out = {
-        "reward_mean": sum(float(t.reward) for t in trajectories) / n,
-        "pass_rate": sum(float(t.reward) >= 1.0 for t in trajectories) / n,
-        "mean_turns": sum(t.turns for t in trajectories) / n,
-        "tool_calls_per_trajectory": sum(calls) / n,
-        "trajectories_with_tool_call": sum(c > 0 for c in calls) / n,
-        "masked_fraction": sum(bool(t.masked) for t in trajectories) / n,
-        "error_fraction": sum(t.error is not None for t in trajectories) / n,
-        "generated_tokens_mean": sum(sum(len(x.output_ids) for x in t.transitions) for t in trajectories) / n,
-    }
-    for reason, count in Counter(t.finish_reason or "none" for t in trajectories).items():
-        out[f"finish/{reason}"] = count / n
-    # verifier outcomes as counts: an unverifiable trajectory is masked (error_eval), a tampered one trains at 0
-    for outcome in ("tampered", "unverifiable"):
-        out[f"outcome/{outcome}"] = float(sum(t.metrics.get("outcome") == outcome for t in trajectories))
-    return out
 
 
 def directory_bytes(path: Path) -> int:
@@ -167,91 +133,6 @@ def no_data_reason(trajectories: Sequence[Any], batch: Any) -> str:
     return "no datum had a generated token"
 
 
-#: The loggers every run writes to, before those the config turns on: ``jsonl`` (metrics.jsonl, the run's record,
-#: which ``--resume`` truncates) and ``plot`` (training.png at the end). The built-in trainer plugin registers them
-#: (``register_loggers``); a plugin that registers one of these names replaces it.
-RUN_LOGGERS = ("jsonl", "plot")
-
-
-def logger_names(logging_config: Any) -> list[str]:
-    """The loggers a run writes to, in order: :data:`RUN_LOGGERS`, ``tensorboard`` / ``wandb`` when their flag is
-    on, then ``logging.loggers`` (duplicates dropped)."""
-    names = list(RUN_LOGGERS)
-    if logging_config.tensorboard:
-        names.append("tensorboard")
-    if logging_config.wandb:
-        names.append("wandb")
-    for name in getattr(logging_config, "loggers", []) or []:
-        if name not in names:
-            names.append(name)
-    return names
-
-
-def _clean(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None if math.isnan(value) else str(value)
-    return value
-
-
-class MetricsLogger:
-    """Every logger of a run (:func:`logger_names`), each built through the registry (``register_loggers``).
-
-    ``MetricsLogger(output, logging_config, run_config=None, registry=None)``: each factory is called
-    ``(output, run_config)`` (``run_config``: the run's Config or None) and returns an object with ``log(record)``
-    and ``close()``. A logger that also has ``truncate_after(step) -> records`` keeps the run's record (the
-    built-in ``jsonl``): :meth:`truncate_after` keeps only its records of steps up to ``step`` (a resumed run holds
-    each step once) and returns them, and its failing ``log`` stops the run. Any other logger that raises in
-    ``log`` is reported once and dropped (the run goes on). Records reach the loggers with non-finite floats as
-    null / ``"inf"``. Raises UnknownComponentError for a logger name nobody registered, and whatever a factory
-    raises (MissingExtraError when TensorBoard or W&B is enabled but not installed).
-    """
-
-    def __init__(self, output: Path, config: Any, run_config: Any = None, registry: Any = None) -> None:
-        if registry is None:
-            from .plugins import get_registry
-
-            registry = get_registry()
-        self.config = config
-        self.sinks: dict[str, Any] = {}
-        try:
-            for name in logger_names(config):
-                self.sinks[name] = registry.get("loggers", name)(Path(output), run_config)
-        except BaseException:
-            self.close()
-            raise
-
-    def truncate_after(self, step: int) -> list[dict]:
-        """Keep only records with ``step`` <= ``step`` in every logger that keeps the run's record; return the
-        first one's (``[]`` when none keeps one)."""
-        kept: list[dict] | None = None
-        for sink in self.sinks.values():
-            truncate = member(sink, "loggers", "truncate_after")
-            if truncate is not None:
-                records = truncate(step)
-                kept = records if kept is None else kept
-        return kept or []
-
-    def log(self, record: dict[str, Any]) -> None:
-        record = {k: _clean(v) for k, v in record.items()}
-        for name, sink in list(self.sinks.items()):
-            try:
-                sink.log(record)
-            except Exception as exc:
-                if member(sink, "loggers", "truncate_after") is not None:  # the run's record: a resume needs it
-                    raise
-                log.warning("logger '%s' failed (%s: %s): dropped for the rest of the run", name,
-                            type(exc).__name__, exc)
-                del self.sinks[name]
-
-    def close(self) -> None:
-        for name, sink in self.sinks.items():
-            try:
-                sink.close()
-            except Exception as exc:
-                log.warning("logger '%s' failed to close: %s: %s", name, type(exc).__name__, exc)
-        self.sinks = {}
-
-
 class TrainRun:
     """One training run writing into ``output``.
 
@@ -281,7 +162,7 @@ class TrainRun:
         self.step = 0
         self.session: Any = None
         self.backend: Any = None
-        self.logger: MetricsLogger | None = None
+        self.logger: Any = None  # the logger RUN_LOG
         self.records: list[dict] = []
         self._saved_step = -1
         self._training = False
@@ -325,20 +206,19 @@ class TrainRun:
         if self.resume:
             self._check_fingerprint(existing)
         (self.output / "config.yaml").write_text(config_to_yaml(self.config))
-        self.logger = MetricsLogger(self.output, self.config.logging, self.config,
-                                    registry=getattr(self.session, "registry", None))
+        self.logger = self.session.registry.get("loggers", RUN_LOG)(self.output, self.config)
         if self.resume:
             state = load_checkpoint(existing, self.backend)
             self.step = int(state["step"])
             position = int(state["cursor"])
             self._saved_step = self.step
-            self.records = self.logger.truncate_after(self.step)
+            self.records = self._truncate_log(self.step)
             self._restore_dispatch_memory(state)
             self.version = self.step
             await self.backend.sync_weights(self.session.engine)
             log.warning("resumed from %s at step %d", existing, self.step)
         else:
-            self.logger.truncate_after(-1)
+            self._truncate_log(-1)
         self.cursor = DataCursor(len(self.train_items), self.config.train.seed, position)
         self._cursor_done = position
         if loop is not None:
@@ -387,12 +267,12 @@ class TrainRun:
                                                             seed_round=f"step-{step}")
         raise_if_cancelled()
         t_rollout = time.perf_counter() - t0
-        self._dump_trajectories(f"step-{step:06d}", trajectories)
+        figures = self._log_rollout(f"step-{step:06d}", trajectories)
         batch, trainable, train_metrics, t1, t_train = await self._train_and_sync(trajectories)
         self.step = step
         self.version = step
         self._cursor_done = self.cursor.position  # what a checkpoint of this step records
-        record = self._step_record(step, items, trajectories, batch, train_metrics)
+        record = self._step_record(step, items, figures, batch, train_metrics)
         record.update({f"dispatch/{k}": v for k, v in dispatch.items() if isinstance(v, (int, float))})
         self._finish_record(record, trajectories, batch, trainable, train_metrics, step)
         record.update(rollout_s=t_rollout, train_s=t_train, step_s=time.perf_counter() - t0,
@@ -417,11 +297,13 @@ class TrainRun:
         return batch, trainable_data(batch), train_metrics, t1, time.perf_counter() - t1
 
     @staticmethod
-    def _step_record(step: int, items: Sequence[Any], trajectories: Sequence[Any], batch: Any,
+    def _step_record(step: int, items: Sequence[Any], figures: dict[str, float], batch: Any,
                      train_metrics: dict) -> dict[str, Any]:
+        """A train step's record: its instances, the rollout's ``figures`` (:meth:`_log_rollout`), the batch's and
+        the backend's metrics."""
         record: dict[str, Any] = {"kind": "train", "step": step,
                                   "instances": [f"{tc.name}:{inst.id}" for tc, inst in items]}
-        record.update(trajectory_summary(trajectories))
+        record.update(figures)
         record.update({f"batch/{k}": v for k, v in batch.metrics.items()})
         record.update({f"train/{k}": v for k, v in train_metrics.items()})
         return record
@@ -467,8 +349,7 @@ class TrainRun:
         trajectories, _ = await self.session.rollout(self.eval_items, 1, sampling, seed_round="eval",
                                                      keep=("temperature",))
         raise_if_cancelled()
-        self._dump_trajectories(f"eval-{self.step:06d}", trajectories)
-        summary = trajectory_summary(trajectories)
+        summary = self._log_rollout(f"eval-{self.step:06d}", trajectories)
         record = {"kind": "eval", "step": self.step, "n": len(trajectories),
                   "pass@1": summary.get("pass_rate", 0.0), **summary, "eval_s": time.perf_counter() - t0}
         for key in [k for k in summary if k.startswith("task/") and k.endswith("/pass_rate")]:
@@ -500,12 +381,17 @@ class TrainRun:
         if self.on_step is not None:
             self.on_step(record)
 
-    def _dump_trajectories(self, name: str, trajectories: Sequence[Any]) -> None:
-        folder = self.output / "rollouts"
-        folder.mkdir(exist_ok=True)
-        with (folder / f"{name}.jsonl").open("w") as f:
-            for t in trajectories:
-                f.write(json.dumps(t.to_json(), default=str) + "\n")
+    def _log_rollout(self, name: str, trajectories: Sequence[Any]) -> dict[str, float]:
+        """Hand a rollout (``step-000003``, ``eval-000000``) to the run's logger; return the figures its record
+        carries (``{}`` from a logger without the contract's optional ``log_rollout``)."""
+        log_rollout = member(self.logger, "loggers", "log_rollout")
+        return dict(log_rollout(name, trajectories)) if log_rollout is not None else {}
+
+    def _truncate_log(self, step: int) -> list[dict]:
+        """The run's records of steps up to ``step``, the later ones dropped (``[]`` from a logger without the
+        contract's optional ``truncate_after``: it keeps no record)."""
+        truncate = member(self.logger, "loggers", "truncate_after")
+        return list(truncate(step)) if truncate is not None else []
 
     def _restore_dispatch_memory(self, state: dict[str, Any]) -> None:
         """Load the session's dispatch memory (what its dispatcher keeps across rollouts, e.g. the built-in

@@ -8,10 +8,9 @@ agent never builds transitions by hand; training data is derived from them, neve
 from __future__ import annotations
 
 import contextvars
-import difflib
 import functools
 import time
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any, Awaitable, Callable
 
 import attrs
 
@@ -175,42 +174,3 @@ def record_transition(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaita
         return out
 
     return wrapper
-
-
-@attrs.define
-class Drift:
-    """Where re-tokenising a conversation differs from its recorded ids: ``tokens`` differing (the larger side
-    of each differing span; 0 when the two are equal), ``spans`` (runs of differences), ``first`` (index of the
-    first differing token in the recorded ids; -1 when equal), ``recorded``/``rendered`` (the ids of the first
-    differing span on each side)."""
-
-    tokens: int = 0
-    spans: int = 0
-    first: int = -1
-    recorded: list[int] = attrs.Factory(list)
-    rendered: list[int] = attrs.Factory(list)
-
-
-MAX_DIFF_SPAN = 4096  # longer differing middles are counted as one span, not diffed token by token
-
-
-def token_drift(recorded: Sequence[int], rendered: Sequence[int]) -> Drift:
-    """Compare ``recorded`` ids with the ``rendered`` ids of the same conversation. O(n) for the common prefix
-    and suffix; the differing middle is diffed (``difflib``) when it is at most :data:`MAX_DIFF_SPAN` tokens."""
-    a, b = list(recorded), list(rendered)
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    if i == len(a) == len(b):
-        return Drift()
-    j = 0
-    while j < n - i and a[len(a) - 1 - j] == b[len(b) - 1 - j]:
-        j += 1
-    mid_a, mid_b = a[i:len(a) - j], b[i:len(b) - j]
-    if len(mid_a) + len(mid_b) > MAX_DIFF_SPAN:
-        return Drift(max(len(mid_a), len(mid_b)), 1, i, mid_a[:16], mid_b[:16])
-    ops = [op for op in difflib.SequenceMatcher(None, mid_a, mid_b, autojunk=False).get_opcodes() if op[0] != "equal"]
-    first = ops[0]
-    return Drift(sum(max(i2 - i1, j2 - j1) for _, i1, i2, j1, j2 in ops), len(ops), i + first[1],
-                 mid_a[first[1]:first[2]], mid_b[first[3]:first[4]])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from skyrl_core.config import Config, apply_override, config_from_dict, load_config
+from skyrl_core.default_plugins.eval.overrides import command_check
 from skyrl_core.errors import ConfigError
 
 
@@ -167,32 +168,57 @@ def test_eval_refuses_a_data_override_that_the_eval_split_ignores(tmp_path):
     config = _write(tmp_path, "tasks:\n  - {name: gsm8k, data: {split: test, offset: 20},\n"
                               "     eval_data: {split: test, limit: 20}}\n")
     with pytest.raises(ConfigError) as exc:
-        load_config(config, ["data.limit=3"], command="eval")
+        load_config(config, ["data.limit=3"], check=command_check("eval"))
     assert "write eval_data.limit=3" in str(exc.value) and "task 'gsm8k'" in str(exc.value)
-    assert load_config(config, ["data.limit=3"], command="train").tasks[0].data.limit == 3
-    cfg = load_config(config, ["data.limit=0", "eval_data.limit=3"], command="eval")
+    assert load_config(config, ["data.limit=3"], check=command_check("train")).tasks[0].data.limit == 3
+    cfg = load_config(config, ["data.limit=0", "eval_data.limit=3"], check=command_check("eval"))
     assert cfg.tasks[0].eval_data.limit == 3 and cfg.tasks[0].data.limit == 0
-    assert load_config(config, ["eval_data.limit=3"], command="eval").tasks[0].eval_data.limit == 3
+    assert load_config(config, ["eval_data.limit=3"], check=command_check("eval")).tasks[0].eval_data.limit == 3
     two = _write(tmp_path, "tasks:\n  - {name: gsm8k, eval_data: {split: test}}\n  - {name: gsm8k}\n")
     with pytest.raises(ConfigError, match=r"write tasks\.0\.eval_data\.limit=2"):
-        load_config(two, ["tasks.0.data.limit=2"], command="eval")
-    load_config(two, ["tasks.1.data.limit=2"], command="eval")  # task 1 evaluates on its data
+        load_config(two, ["tasks.0.data.limit=2"], check=command_check("eval"))
+    load_config(two, ["tasks.1.data.limit=2"], check=command_check("eval"))  # task 1 evaluates on its data
 
 
 def test_an_eval_data_slice_on_a_task_without_eval_data_names_data(tmp_path):
     config = _write(tmp_path, "tasks:\n  - {name: gsm8k, data: {split: test}}\n")
     for command in ("eval", "train"):
         with pytest.raises(ConfigError) as exc:
-            load_config(config, ["eval_data.limit=3"], command=command)
+            load_config(config, ["eval_data.limit=3"], check=command_check(command))
         assert "has no eval_data" in str(exc.value) and "write data.limit=3" in str(exc.value)
-    cfg = load_config(config, ["eval_data.split=train", "eval_data.limit=3"], command="eval")  # a split of its own
+    # a split of its own
+    cfg = load_config(config, ["eval_data.split=train", "eval_data.limit=3"], check=command_check("eval"))
     assert cfg.tasks[0].eval_data.split == "train" and cfg.tasks[0].eval_data.limit == 3
 
 
 def test_eval_warns_about_train_only_overrides(tmp_path, caplog):
     config = _write(tmp_path, "tasks: [gsm8k]\n")
     with caplog.at_level("WARNING", logger="skyrl_core.config"):
-        load_config(config, ["train.steps=3", "backend.lr=0.1", "sampling.n_samples=1"], command="eval")
+        load_config(config, ["train.steps=3", "backend.lr=0.1", "sampling.n_samples=1"],
+                    check=command_check("eval"))
     warned = [r.getMessage() for r in caplog.records]
     assert warned == ["override 'train.steps=3' has no effect on skyrl eval (train.* is read only by skyrl train)",
                       "override 'backend.lr=0.1' has no effect on skyrl eval (backend.* is read only by skyrl train)"]
+
+
+def test_load_config_hands_its_check_the_config_as_read_before_the_overrides(tmp_path, caplog):
+    """The core's loader knows no command: a ``check`` (a command's, e.g. the eval built-in's command_check) gets
+    the config as read, normalised, and the overrides; its warnings are logged and its ConfigError is the load's."""
+    config = _write(tmp_path, "engine: hf\ntrain: {steps: 3}\n")
+    seen = []
+
+    def check(data, overrides):
+        seen.append((data["engine"], data["train"]["steps"], data["tasks"], overrides))
+        return [f"{len(overrides)} override(s) seen"]
+
+    with caplog.at_level("WARNING", logger="skyrl_core.config"):
+        cfg = load_config(config, ("train.steps=5",), check=check)
+    assert cfg.train.steps == 5
+    assert seen == [({"type": "hf"}, 3, [{"name": "gsm8k"}], ["train.steps=5"])]
+    assert [r.getMessage() for r in caplog.records] == ["1 override(s) seen"]
+
+    def refuse(data, overrides):
+        raise ConfigError("override 'train.steps=5': not here")
+
+    with pytest.raises(ConfigError, match="not here"):
+        load_config(config, ["train.steps=5"], check=refuse)

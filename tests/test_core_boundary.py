@@ -64,19 +64,20 @@ def test_the_scan_counts_function_level_imports(tmp_path):
                                  "default_plugins/rollouts.py", "default_plugins/backends", "evaluate.py",
                                  "scaffold_check.py", "default_plugins/eval_command.py", "examples.py",
                                  "scale_out.py", "default_plugins/catalog.py",
-                                 "async_training.py", "chat.py", "scripted.py"])
+                                 "async_training.py", "chat.py", "scripted.py", "overrides.py"])
 def test_the_old_module_paths_are_gone(old):
     assert not (CORE / old).exists()  # no shim left behind: nothing was ever published at the old paths
 
 
 def test_the_builtins_register_what_the_core_asks_for_by_name():
     from skyrl_core.plugins import get_plugins
-    from skyrl_core.training import RUN_LOGGERS
+    from skyrl_core.default_plugins.trainer.runlog import RUN_LOGGERS
+    from skyrl_core.training import RUN_LOG
 
     registry = get_plugins().registry
     by_plugin = {kind: {r.name: r.plugin for r in registry.items(kind)}
                  for kind in ("loggers", "eval_writers", "policy_losses", "advantage_estimators", "commands")}
-    assert {by_plugin["loggers"][name] for name in RUN_LOGGERS} == {"builtin:trainer"}
+    assert {by_plugin["loggers"][name] for name in (RUN_LOG, *RUN_LOGGERS)} == {"builtin:trainer"}
     assert {by_plugin["policy_losses"][n] for n in ("ppo_clip", "gspo", "reinforce")} == {"builtin:trainer"}
     assert {by_plugin["advantage_estimators"][n] for n in ("rloo", "grpo", "none")} == {"builtin:trainer"}
     assert by_plugin["commands"]["train"] == "builtin:trainer"

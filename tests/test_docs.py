@@ -162,7 +162,7 @@ def test_factory_hook_docstrings_state_what_the_call_sites_pass(plugins, tmp_pat
     from skyrl_core.default_plugins.bench.engine import StandInEngine
     from skyrl_core.config import Config, DispatcherConfig, config_from_dict
     from skyrl_core.rollout import RolloutSession
-    from skyrl_core.training import MetricsLogger
+    from skyrl_core.default_plugins.trainer.runlog import MetricsLogger
 
     calls: dict = {}
     plugin, classes = recording_plugin(calls)
@@ -189,7 +189,7 @@ def test_factory_hook_docstrings_state_what_the_call_sites_pass(plugins, tmp_pat
     assert [t.finish_reason for t in trajs] == ["error_init"], [t.error for t in trajs]
     run_virtual(simulate(attrs.evolve(PROFILES["light"], instances=2), DispatcherConfig(type="recording"), 0))
     backends.create_backend(cfg, StandInEngine.__new__(StandInEngine))  # what the trainer calls with its engine
-    MetricsLogger(tmp_path, cfg.logging, cfg).close()  # as the trainer builds its loggers
+    MetricsLogger(tmp_path, cfg).close()  # as the trainer builds its loggers
 
     assert isinstance(cfg, Config)
     for hook in FACTORY_HOOKS:

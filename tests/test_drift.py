@@ -10,7 +10,7 @@ import pytest
 
 from skyrl_core.agent import run_agent
 from skyrl_core.default_plugins.chat.template import ChatFormat
-from skyrl_core.transitions import token_drift
+from skyrl_core.default_plugins.chat.drift import token_drift
 from skyrl_core.config import AgentConfig
 from skyrl_core.default_plugins.generic_tools import finish_tool
 from skyrl_core.default_plugins.parsers import HermesParser
@@ -104,6 +104,23 @@ async def test_canonical_generations_show_no_drift(qwen):
     assert traj.metrics["retok_drift"] is False and traj.metrics["retok_drift_tokens"] == 0
     assert "retok_drift_where" not in traj.metrics
     assert "retok_drift" not in (await rollout(qwen, [[CALL], [FINISH]], drift_check=False)).metrics
+
+
+async def test_the_drift_check_is_the_chat_formats(qwen):
+    """The loop calls the chat format contract's optional ``check_drift`` (the built-in's re-renders with the
+    template): a registered format without one still runs the episode with ``drift_check`` on and reports no
+    drift, rather than the loop re-rendering through a format it knows nothing about."""
+    import copy
+
+    from skyrl_core.contracts import member
+
+    assert member(qwen, "chat_formats", "check_drift") is not None
+    plain = copy.copy(qwen)
+    plain.check_drift = None  # what a format without the member reads as: the contract's default
+    assert member(plain, "chat_formats", "check_drift") is None
+    traj = await rollout(plain, [["\n", CALL], [FINISH]])  # a reply that drifts under the built-in's check
+    assert traj.finish_reason == "finished"
+    assert not any(k.startswith("retok_drift") for k in traj.metrics)
 
 
 def test_token_drift_counts_and_locates():

@@ -319,12 +319,12 @@ def test_hook_register_policy_losses(fake):
 
 
 def test_hook_register_loggers(fake, tmp_path):
-    from skyrl_core.config import LoggingConfig
+    from skyrl_core.config import Config, LoggingConfig
     from skyrl_core.default_plugins.trainer.metrics import read_jsonl
-    from skyrl_core.training import MetricsLogger
+    from skyrl_core.default_plugins.trainer.runlog import MetricsLogger
 
-    assert fake.registry.names("loggers") == ["jsonl", "memory", "plot", "tensorboard", "wandb"]
-    logger = MetricsLogger(tmp_path, LoggingConfig(loggers=["memory"]))
+    assert fake.registry.names("loggers") == ["jsonl", "memory", "plot", "run", "tensorboard", "wandb"]
+    logger = MetricsLogger(tmp_path, Config(logging=LoggingConfig(loggers=["memory"])))
     logger.log({"kind": "train", "step": 1, "reward_mean": 0.5})
     logger.log({"kind": "train", "step": 2, "fail_logger": True})  # the plugin's sink fails: dropped, run goes on
     logger.log({"kind": "train", "step": 3, "reward_mean": 0.7})
@@ -332,7 +332,9 @@ def test_hook_register_loggers(fake, tmp_path):
     assert MemoryLogger.records == [{"kind": "train", "step": 1, "reward_mean": 0.5}]
     assert [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl")] == [1, 2, 3]
     with pytest.raises(UnknownComponentError, match="no logger named 'mlflow'"):
-        MetricsLogger(tmp_path, LoggingConfig(loggers=["mlflow"]))
+        MetricsLogger(tmp_path, Config(logging=LoggingConfig(loggers=["mlflow"])))
+    with pytest.raises(ConfigError, match="'logging.loggers' names 'run', the run's own logger"):
+        MetricsLogger(tmp_path, Config(logging=LoggingConfig(loggers=["run"])))
 
 
 def test_hook_register_config_checks(fake):

@@ -313,7 +313,7 @@ async def test_verifier_outcomes_scored_tampered_and_unverifiable(registry, engi
     error_eval, loss-masked and counted, never a 0 trained as a negative example."""
     from skyrl_core.default_plugins.eval.run import eval_metrics
     from skyrl_core.postprocess import build_training_batch
-    from skyrl_core.training import trajectory_summary
+    from skyrl_core.default_plugins.trainer.runlog import trajectory_summary
 
     cfg = config(tasks=[TaskConfig(name="arith", verifier="outcomes")])
     session = await RolloutSession.create(cfg, engine=AnswerFromPrompt(engine, run_model=False), registry=registry)
@@ -462,7 +462,7 @@ async def test_each_task_has_its_own_parser_agent_and_sampling_settings(registry
     assert two.messages[0]["content"].startswith("Task two.") and not one.messages[0]["content"].startswith("Task")
     assert set(eng.seen) == {("one", 16), ("two", 5)}
 
-    from skyrl_core.training import trajectory_summary
+    from skyrl_core.default_plugins.trainer.runlog import trajectory_summary
 
     summary = trajectory_summary(trajs)
     assert summary["reward_mean"] == 0.5

@@ -18,7 +18,8 @@ import pytest
 from skyrl_core.checkpoint import (CheckpointError, latest_checkpoint, list_checkpoints, load_checkpoint,
                                    save_checkpoint)
 from skyrl_core.default_plugins.trainer.metrics import read_jsonl
-from skyrl_core.training import DataCursor, MetricsLogger
+from skyrl_core.default_plugins.trainer.runlog import MetricsLogger
+from skyrl_core.training import DataCursor
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -72,10 +73,10 @@ def test_checkpoint_is_atomic_and_keeps_the_newest(tmp_path):
 
 
 def test_metrics_jsonl_truncates_on_resume_and_plot(tmp_path):
-    from skyrl_core.config import LoggingConfig
+    from skyrl_core.config import Config, LoggingConfig
     from skyrl_core.default_plugins.trainer.plots import plot_run
 
-    logger = MetricsLogger(tmp_path, LoggingConfig(tensorboard=True))
+    logger = MetricsLogger(tmp_path, Config(logging=LoggingConfig(tensorboard=True)))
     for step in range(4):
         logger.log({"kind": "train", "step": step, "reward_mean": step / 4, "mean_turns": 2.0,
                     "tool_calls_per_trajectory": 1.0, "nan": float("nan")})
@@ -131,7 +132,7 @@ def test_the_logger_keeping_the_runs_record_stops_the_run_when_it_fails(tmp_path
             assert kind == "loggers"
             return {"jsonl": Record, "plot": Flaky}[name]
 
-    logger = MetricsLogger(tmp_path, LoggingConfig(), registry=Registry())
+    logger = MetricsLogger(tmp_path, registry=Registry())
     for step in (1, 2, 3):
         logger.log({"kind": "train", "step": step, "nan": float("nan")})
     assert list(logger.sinks) == ["jsonl"]  # the flaky one was dropped at the first record
@@ -287,6 +288,61 @@ def test_a_run_that_trains_nothing_says_why_and_exits_nonzero(tiny_run_config, t
     assert "no step of this run updated the policy" in log
     (record,) = train_records(out)
     assert record["trainable_data"] == 0 and record["no_update"] == why
+
+
+def test_the_run_writes_to_the_logger_the_registry_names_run(tiny_run_config, tmp_path, plugins):
+    """The core asks the registry for the logger ``run`` (training.RUN_LOG): a plugin's replaces the built-in
+    fan-out, receives every record and every rollout (its ``log_rollout`` figures go into the records), and its
+    ``truncate_after`` is what a run starts from; the built-in's files (metrics.jsonl, rollouts/) are then not
+    written. A logger without ``log_rollout`` (the contract's optional member) gives records without figures."""
+    import asyncio
+
+    from skyrl_core import hookimpl
+    from skyrl_core.config import load_config
+    from skyrl_core.training import RUN_LOG, TrainRun
+
+    seen: dict = {"records": [], "rollouts": [], "truncated": [], "closed": 0}
+
+    class Recording:
+        def __init__(self, output, config):
+            seen["built"] = (output, config.train.steps)
+
+        def truncate_after(self, step):
+            seen["truncated"].append(step)
+            return []
+
+        def log_rollout(self, name, trajectories):
+            seen["rollouts"].append((name, len(trajectories)))
+            return {"my_figure": 7.0}
+
+        def log(self, record):
+            seen["records"].append(record)
+
+        def close(self):
+            seen["closed"] += 1
+
+    class Plugin:
+        @hookimpl(tryfirst=True)
+        def register_loggers(self, register):
+            register(Recording, name=RUN_LOG)
+
+    plugins.register_plugin(Plugin(), "my-run-log")
+    assert plugins.registry.entries["loggers"]["run"].plugin == "my-run-log"
+    cfg = load_config(tiny_run_config, ["train.steps=1", "train.batch_size=1", "sampling.n_samples=1",
+                                        "train.eval_at_start=true", "train.checkpoint_every=0"])
+    summary = asyncio.run(TrainRun(cfg, tmp_path / "run").run())
+    assert summary["steps"] == 1 and seen["built"] == (tmp_path / "run", 1)
+    assert seen["truncated"] == [-1] and seen["closed"] == 1
+    assert seen["rollouts"] == [("eval-000000", 3), ("step-000001", 1), ("eval-000001", 3)]  # the last step evals
+    assert [(r["kind"], r["step"], r["my_figure"]) for r in seen["records"]] == [("eval", 0, 7.0), ("train", 1, 7.0),
+                                                                                 ("eval", 1, 7.0)]
+    assert "reward_mean" not in seen["records"][1]  # the figures are the logger's
+    assert not (tmp_path / "run" / "metrics.jsonl").exists() and not (tmp_path / "run" / "rollouts").exists()
+
+    del Recording.log_rollout  # a logger that keeps no rollouts: records without figures, pass@1 0
+    seen["records"].clear()
+    asyncio.run(TrainRun(cfg, tmp_path / "bare").run())
+    assert seen["records"][0]["pass@1"] == 0.0 and "my_figure" not in seen["records"][1]
 
 
 def test_progress_names_each_phase_and_checkpoints_are_announced_with_size(tiny_run_config, tmp_path):

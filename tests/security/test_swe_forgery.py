@@ -395,7 +395,7 @@ async def test_a_runtime_lost_in_both_runs_is_unverifiable_and_masked(project):
     from skyrl_core.postprocess import build_training_batch
     from skyrl_core.rollout import apply_verifier_result
     from skyrl_core.tasks import Unverifiable
-    from skyrl_core.training import trajectory_summary
+    from skyrl_core.default_plugins.trainer.runlog import trajectory_summary
     from skyrl_core.transitions import Trajectory, Transition
 
     result = await verify_patch(instance(project), GOLD, LostDuringTests)

@@ -32,7 +32,7 @@ from typing import Any, Sequence
 from skyrl_core.errors import ConfigError
 from skyrl_core.postprocess import pack_transitions
 from skyrl_core.rollout import RolloutSession, sampling_params as skyrl_sampling
-from skyrl_core.training import trajectory_summary
+from skyrl_core.default_plugins.trainer.runlog import trajectory_summary
 
 from . import compat
 from .engine import SkyrlTrainClientEngine

@@ -320,13 +320,13 @@ async def async_train_step(run: Any) -> dict[str, Any]:
     t_wait = time.perf_counter() - t0
     trajectories = [t for g in groups for t in g.trajectories]
     items = [run.train_items[g.index] for g in groups]
-    run._dump_trajectories(f"step-{step:06d}", trajectories)
+    figures = run._log_rollout(f"step-{step:06d}", trajectories)
     batch, trainable, train_metrics, t1, t_train = await run._train_and_sync(trajectories)
     run.step = step
     run.version = step
     await run.rollouts.step_done()
     run._cursor_done = run.cursor.position
-    record = run._step_record(step, items, trajectories, batch, train_metrics)
+    record = run._step_record(step, items, figures, batch, train_metrics)
     record.update(staleness_metrics(trajectories, step))
     record["async/group_versions"] = [g.version for g in groups]
     record["async/group_seqs"] = [g.seq for g in groups]  # places in the instance stream (cursor order)

@@ -251,6 +251,13 @@ class ChatFormat:
             ids += self.encode_plain(slots[piece]) if i % 2 else self.encode(piece)
         return ids
 
+    def check_drift(self, trajectory: Any, messages: list[dict], tool_schemas: list[dict]) -> None:
+        """The chat format contract's optional ``check_drift``: :func:`.drift.check_drift` with this template
+        (sets the trajectory's ``retok_drift*`` metrics; never raises for a template that cannot re-render)."""
+        from .drift import check_drift
+
+        check_drift(trajectory, self, messages, tool_schemas)
+
     def needs_rerender(self, messages: Sequence[dict], new_messages: Sequence[dict]) -> bool:
         """True when appending ``new_messages`` would make the template drop thinking the context holds
         (Qwen3-style templates after a new user message) and ``keep_thinking`` is off."""

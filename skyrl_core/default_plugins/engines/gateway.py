@@ -57,7 +57,7 @@ import attrs
 
 from skyrl_core.agent import _render_demonstrations, with_system_text
 from skyrl_core.default_plugins.chat.template import ChatFormat
-from skyrl_core.transitions import token_drift
+from skyrl_core.default_plugins.chat.drift import token_drift
 from skyrl_core.contracts import member
 from skyrl_core.inference.base import SamplingParams
 from skyrl_core.transitions import Trajectory, Transition

@@ -88,10 +88,11 @@ def register_commands(register):
                                    TimeRemainingColumn)
 
         from skyrl_core.config import load_config
+        from .overrides import command_check
         from .run import run_eval
 
         console = Console()
-        cfg = load_config(config, list(overrides or []), command="eval")
+        cfg = load_config(config, list(overrides or []), check=command_check("eval"))
         out = output or default_output_dir()
         console.print(f"writing to [bold]{out}[/bold]")
         piped = None

@@ -2,7 +2,8 @@
 ``memory.py``), the RL pieces a run swaps by name — advantage estimators (``rloo``, ``grpo``, ``none``:
 ``advantages.py``; the core's training batch takes them from the registry), policy losses
 (``ppo_clip``, ``gspo``, ``reinforce``: ``losses.py``), metric loggers (``jsonl``, ``tensorboard``, ``wandb``:
-``metrics.py``; ``plot``: ``plots.py``) — and the ``skyrl train`` command with its console
+``metrics.py``; ``plot``: ``plots.py``; ``run``, the run's own logger that writes to the others and keeps the
+rollouts with their figures: ``runlog.py``) — and the ``skyrl train`` command with its console
 (``train_command.py``). The core's :mod:`skyrl_core.training` runs the loop and reaches all of these through the
 registry. Imports stay light: torch loads only when a backend is built, a loss is first called or the command
 runs."""
@@ -64,8 +65,9 @@ def register_policy_losses(register):
 def register_loggers(register):
     from .metrics import BUILTIN_LOGGERS
     from .plots import PlotLogger
+    from .runlog import MetricsLogger
 
-    for name, factory in {**BUILTIN_LOGGERS, "plot": PlotLogger}.items():
+    for name, factory in {**BUILTIN_LOGGERS, "plot": PlotLogger, "run": MetricsLogger}.items():
         register(factory, name=name)
 
 

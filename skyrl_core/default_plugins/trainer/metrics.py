@@ -1,6 +1,6 @@
 """The built-in loggers of a training run (``register_loggers``): ``jsonl`` (metrics.jsonl, always), ``tensorboard``
-and ``wandb`` (when enabled); ``plot`` is in :mod:`.plots`. :class:`skyrl_core.training.MetricsLogger` fans each
-record out to them.
+and ``wandb`` (when enabled); ``plot`` is in :mod:`.plots`. :class:`.runlog.MetricsLogger` (the logger ``run``)
+fans each record out to them.
 
 Each record is a flat dict with ``kind`` (``train`` | ``eval``) and ``step``; numeric values go to TensorBoard /
 W&B under their key (``train/reward_mean``, ``eval/pass@1``, ...).

@@ -122,9 +122,10 @@ def train_command(
                                TimeRemainingColumn)
 
     from skyrl_core.config import load_config
+    from skyrl_core.default_plugins.eval.overrides import command_check
     from skyrl_core.training import TrainRun
 
-    cfg = load_config(config, list(overrides or []), command="train")
+    cfg = load_config(config, list(overrides or []), check=command_check("train"))
     launch = backend_launcher(cfg)
     if launch is not None:  # the backend runs its own training loop (e.g. SkyRL-train's Ray trainer)
         launch(cfg, output=Path(output) if output else default_output(config), resume=resume)

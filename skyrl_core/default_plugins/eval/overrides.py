@@ -1,11 +1,14 @@
 """Overrides that cannot do what they say for a command: ``skyrl eval CONFIG data.limit=3`` on a task with
 ``eval_data`` (the eval rolls out ``eval_data``), ``eval_data.limit`` on a task without one, ``train.*`` under
-``skyrl eval``. Checked against the config as read, before the overrides are applied (:func:`check_overrides`,
-called by :func:`skyrl_core.config.load_config`)."""
+``skyrl eval``. Checked against the config as read, before the overrides are applied: ``skyrl eval`` and
+``skyrl train`` (the trainer built-in) pass :func:`command_check` as ``check`` to
+:func:`skyrl_core.config.load_config`, which knows no command."""
 
 from __future__ import annotations
 
-from .errors import ConfigError
+from typing import Callable, Sequence
+
+from skyrl_core.errors import ConfigError
 
 SELECTION_KEYS = ("limit", "offset", "shuffle", "seed")  # DataSpec keys that slice a split, not name one
 NOT_USED_BY = {"eval": ("train", "backend")}  # top-level sections a command never reads
@@ -21,7 +24,13 @@ def _task_section(override: str, n_tasks: int) -> tuple[int, str, str] | None:
     return None
 
 
-def check_overrides(data: dict, overrides: list[str] | tuple[str, ...], command: str) -> list[str]:
+def command_check(command: str) -> Callable[[dict, Sequence[str]], list[str]]:
+    """The ``check`` of :func:`skyrl_core.config.load_config` for ``skyrl <command>`` (``"eval"`` or
+    ``"train"``): :func:`check_overrides` with that command."""
+    return lambda data, overrides: check_overrides(data, overrides, command)
+
+
+def check_overrides(data: dict, overrides: Sequence[str], command: str) -> list[str]:
     """Overrides that cannot do what they say for ``command`` (``"eval"`` or ``"train"``), checked against the
     config ``data`` as read (normalised, before the overrides). Raises ConfigError, naming what to set instead,
     for a data override that slices a split the command never rolls out: ``data.limit=3`` on a task with
