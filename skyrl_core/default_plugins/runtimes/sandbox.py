@@ -269,7 +269,7 @@ class LocalSandbox(Runtime):
     def _argv(self, command: str | list[str]) -> list[str]:
         argv = ["bash", "-c", command] if isinstance(command, str) else list(command)
         if not self.bwrap:
-            return self._rlimits() + argv
+            return self._limiter() + argv
         ws = str(self.workspace)
         made: set[str] = set()
         mounts = _system_mounts()
@@ -284,25 +284,25 @@ class LocalSandbox(Runtime):
         # the skeleton root bubblewrap builds (mount points, /etc) read-only too: the sandbox writes only its
         # workspace and /tmp
         mounts += [*_ro_bind(ws, made, "--bind"), "--remount-ro", "/", "--setenv", "HOME", ws]
-        # the process limit is set inside the sandbox's user namespace, where the kernel counts only its processes
-        nproc = int(self.spec.max_processes)
-        limiter = ["bash", "-c", f'ulimit -S -H -u {nproc} || exit 126; exec "$@"', "skyrl-limits"]
-        return self._rlimits() + bwrap_argv(self.bwrap, mounts, ws, self.spec.network, self._drop) + limiter + argv
+        limiter = self._limiter(nproc=int(self.spec.max_processes))
+        return bwrap_argv(self.bwrap, mounts, ws, self.spec.network, self._drop) + limiter + argv
 
-    def _rlimits(self) -> list[str]:
+    def _limiter(self, nproc: int | None = None) -> list[str]:
         """The argv prefix that sets the command's resource limits and then execs it: CPU seconds (soft
         ``cpu_time_s``, hard one more), address space (``memory_mb``), file size (``max_file_mb``), no core
-        files; bubblewrap and everything it starts inherit them. A shell in front of the command, not a
-        ``preexec_fn``: Python code between fork and exec in a process with other threads (a trainer's, Ray's)
-        can deadlock on a lock another thread held at the fork, and the event loop waits for that exec
-        (seen once in nine quickstart runs of tests/benchmarks/bench_async_training.py: the run hung)."""
+        files, and with ``nproc`` the process limit (set inside the sandbox's user namespace, where the kernel
+        counts only its processes); everything the command starts inherits them. A shell in front of the
+        command, not a ``preexec_fn``: Python code between fork and exec in a process with other threads (a
+        trainer's, Ray's) can deadlock on a lock another thread held at the fork, and the event loop waits for
+        that exec (seen once in nine quickstart runs of tests/benchmarks/bench_async_training.py: the run hung)."""
         cpu = int(self.spec.cpu_time_s)
         mem_kib = int(self.spec.memory_mb) * 1024
         fsize_kib = int(self.spec.max_file_mb) * 1024  # bash's ulimit -f counts 1024-byte blocks
-        script = (f"ulimit -S -t {cpu} && ulimit -H -t {cpu + 1} && ulimit -S -v {mem_kib} && ulimit -H -v {mem_kib}"
-                  f" && ulimit -S -f {fsize_kib} && ulimit -H -f {fsize_kib} && ulimit -S -c 0 && ulimit -H -c 0"
-                  f' || exit 126; exec "$@"')
-        return [shutil.which("bash") or "/bin/bash", "-c", script, "skyrl-rlimits"]
+        limits = [f"-S -t {cpu}", f"-H -t {cpu + 1}", f"-S -H -v {mem_kib}", f"-S -H -f {fsize_kib}", "-S -H -c 0"]
+        if nproc is not None:
+            limits.insert(0, f"-S -H -u {nproc}")
+        script = " && ".join(f"ulimit {x}" for x in limits) + ' || exit 126; exec "$@"'
+        return ["bash", "-c", script, "skyrl-limits"]
 
     async def exec(self, command: str | list[str], timeout_s: float = 30.0, stdin: str | None = None,
                    env: dict[str, str] | None = None, pass_fds: tuple[int, ...] = ()) -> ExecResult:
